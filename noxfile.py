@@ -1,0 +1,195 @@
+"""Cross-package sessions: lint, one test session per package install, integration, benchmarks.
+
+Every session that needs torch installs `torch==2.13.0` first, so that pip never resolves a bare
+`torch` requirement on its own (which would pull the CUDA build). Packages are always installed
+from their local paths, not editable, together with the sibling packages they depend on.
+"""
+
+import ast
+import json
+import os
+import shutil
+import sys
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+
+import nox
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+ROOT = Path(__file__).parent
+PACKAGES = ROOT / "packages"
+TORCH = "torch==2.13.0"
+TEST_TOOLS = ["pytest", "hypothesis"]
+# Distributions whose import name is not the distribution name with "_" for "-".
+MODULE_NAMES = {"ale-py": "ale_py", "opencv-python": "cv2"}
+TEST_SPECS = [
+    "rl-arrays",  # numpy only: proves the torch-free install works
+    "rl-arrays[torch]",
+    "rl-replay",
+    "rl-samplers",
+    "rl-agents",
+    "rl-algos",
+    "rl-runners",
+    "rl-launch",
+    "rl-suite",
+]
+
+nox.options.sessions = ["lint", "tests", "integration", "benchmarks"]
+nox.options.reuse_venv = "no"
+
+
+def _project(dist: str) -> dict:
+    """The [project] table of packages/<dist>/pyproject.toml."""
+    with open(PACKAGES / dist / "pyproject.toml", "rb") as f:
+        return tomllib.load(f)["project"]
+
+
+def _requirements(dist: str, extras: set[str] | None = None) -> list[Requirement]:
+    """The requirements of `dist` with the given extras (all of its extras when None)."""
+    project = _project(dist)
+    optional = project.get("optional-dependencies", {})
+    chosen = optional if extras is None else {e: optional[e] for e in extras}
+    reqs = project.get("dependencies", []) + [r for rs in chosen.values() for r in rs]
+    return [Requirement(r) for r in reqs]
+
+
+def _is_sibling(name: str) -> bool:
+    return (PACKAGES / canonicalize_name(name)).is_dir()
+
+
+def _closure(spec: str) -> dict[str, set[str]]:
+    """The siblings that installing `spec` brings, each with the extras it is needed with."""
+    root = Requirement(spec)
+    closure: dict[str, set[str]] = {}
+    todo = [(canonicalize_name(root.name), set(root.extras))]
+    while todo:
+        name, extras = todo.pop()
+        if name in closure and extras <= closure[name]:
+            continue
+        closure.setdefault(name, set()).update(extras)
+        todo += [
+            (canonicalize_name(r.name), set(r.extras))
+            for r in _requirements(name, extras)
+            if _is_sibling(r.name)
+        ]
+    return closure
+
+
+def _third_party(closure: Mapping[str, set[str] | None]) -> set[str]:
+    """The third-party distributions the siblings in `closure` declare (canonical names)."""
+    return {
+        canonicalize_name(r.name)
+        for dist, extras in closure.items()
+        for r in _requirements(dist, extras)
+        if not _is_sibling(r.name)
+    }
+
+
+def _install(session: nox.Session, spec: str, *tools: str) -> dict[str, set[str]]:
+    """Install `spec`, its sibling closure from local paths and `tools` (torch first if needed)."""
+    closure = _closure(spec)
+    if "torch" in _third_party(closure):
+        session.install(TORCH)
+    paths = [
+        f"{PACKAGES / dist}[{','.join(sorted(extras))}]" if extras else str(PACKAGES / dist)
+        for dist, extras in closure.items()
+    ]
+    session.install(*tools, *paths)
+    return closure
+
+
+def _check_installed(session: nox.Session, spec: str, closure: dict[str, set[str]]) -> None:
+    """Fail if a sibling or a third-party package declared in the repo, but not by `spec`, got in."""
+    listing = session.run("python", "-m", "pip", "list", "--format=json", silent=True, stderr=None)
+    installed = {canonicalize_name(d["name"]) for d in json.loads(listing)}
+    every = {p.parent.name: None for p in PACKAGES.glob("*/pyproject.toml")}
+    watched = set(every) | _third_party(every)
+    unexpected = (installed & watched) - set(closure) - _third_party(closure)
+    if unexpected:
+        session.error(f"installing {spec} brought undeclared packages: {sorted(unexpected)}")
+
+
+def _pytest(session: nox.Session, tests: Path, *args: str) -> None:
+    """Run pytest on `tests`, or only say so when it has no test file yet.
+
+    pytest is not run at all then, rather than accepting its "no tests collected" exit code 5, so
+    that the run's output never ends on a misleading "no tests ran".
+    """
+    if not (any(tests.rglob("test_*.py")) or any(tests.rglob("*_test.py"))):
+        session.log(f"no test files in {tests.name}/ yet: nothing to run")
+        return
+    session.run("pytest", *args, str(tests), *session.posargs)
+
+
+def _undeclared_imports() -> list[str]:
+    """`file:line` notes for absolute imports in packages/*/src that the package does not declare."""
+    problems = []
+    for pyproject in sorted(PACKAGES.glob("*/pyproject.toml")):
+        dist = pyproject.parent.name
+        declared = {dist} | {canonicalize_name(r.name) for r in _requirements(dist)}
+        allowed = set(sys.stdlib_module_names) | {
+            MODULE_NAMES.get(d, d.replace("-", "_")) for d in declared
+        }
+        for path in sorted((pyproject.parent / "src").rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_bytes(), filename=str(path))):
+                if isinstance(node, ast.Import):
+                    names = [alias.name for alias in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    names = [node.module]
+                else:
+                    continue
+                problems += [
+                    f"{path.relative_to(ROOT)}:{node.lineno}: {dist} does not declare {top!r}"
+                    for top in {name.partition(".")[0] for name in names} - allowed
+                ]
+    return problems
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """Ruff, the import-boundary contracts, and imports checked against declared dependencies."""
+    problems = _undeclared_imports()
+    if problems:
+        session.error("undeclared imports:\n" + "\n".join(problems))
+    session.install("ruff", "import-linter")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+    sources = os.pathsep.join(str(src) for src in sorted(PACKAGES.glob("*/src")))
+    session.run("lint-imports", env={"PYTHONPATH": sources})
+
+
+@nox.session
+@nox.parametrize("spec", [nox.param(spec, id=spec) for spec in TEST_SPECS])
+def tests(session: nox.Session, spec: str) -> None:
+    """Install one package alone (not editable), import it and run its tests from outside the tree."""
+    closure = _install(session, spec, *TEST_TOOLS)
+    _check_installed(session, spec, closure)
+    dist = Requirement(spec).name
+    tmp = Path(session.create_tmp()).resolve()
+    shutil.rmtree(tmp / "tests", ignore_errors=True)
+    if (PACKAGES / dist / "tests").is_dir():  # git keeps no empty folder
+        shutil.copytree(PACKAGES / dist / "tests", tmp / "tests")
+    shutil.copy(ROOT / "pyproject.toml", tmp)  # the shared pytest configuration (markers ...)
+    session.chdir(tmp)
+    session.run("python", "-c", f"import {dist.replace('-', '_')}")
+    _pytest(session, tmp / "tests", "--rootdir", str(tmp), "-p", "no:cacheprovider")
+
+
+@nox.session
+def integration(session: nox.Session) -> None:
+    """Install every package (not editable) and run the end-to-end tests."""
+    _install(session, "rl-suite", *TEST_TOOLS)
+    _pytest(session, ROOT / "integration_tests")
+
+
+@nox.session
+def benchmarks(session: nox.Session) -> None:
+    """Install every package and check that each benchmarks/bench_*.py runs with --quick."""
+    _install(session, "rl-suite")
+    scripts = sorted((ROOT / "benchmarks").glob("bench_*.py"))
+    if not scripts:
+        session.log("no benchmarks/bench_*.py yet")
+    for script in scripts:
+        session.run("python", str(script), "--quick")

@@ -1,0 +1,293 @@
+"""Leading-dim, index and minibatch helpers that work alike on numpy arrays and torch tensors.
+
+Each function dispatches on its data argument: a torch tensor gets a torch result on the same
+device, anything else is treated as a numpy array. torch is only imported once a tensor (or a
+torch dtype) has been seen, so a numpy-only install can use every function here.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import numpy as np
+
+from rl_arrays._torch import is_tensor, require_torch
+
+if TYPE_CHECKING:
+    import torch
+
+ArrayT = TypeVar("ArrayT", np.ndarray, "torch.Tensor")
+
+__all__ = [
+    "empty",
+    "extract_sequences",
+    "from_onehot",
+    "infer_leading_dims",
+    "iterate_mb_idxs",
+    "restore_leading_dims",
+    "select_at_indexes",
+    "to_onehot",
+    "valid_mean",
+    "zeros",
+]
+
+
+def _index_like(idx: Any, like: Any, name: str) -> Any:
+    """``idx`` as an integer index of the same kind (and device) as ``like``.
+
+    torch indexes become int64: a uint8 tensor would otherwise index as a boolean mask.
+    """
+    if is_tensor(like):
+        torch = require_torch(name)
+        idx = torch.as_tensor(idx, device=like.device)
+        if idx.numel() == 0:
+            return idx.long()  # an empty list arrives as float32
+        if idx.dtype == torch.bool or idx.is_floating_point() or idx.is_complex():
+            raise TypeError(f"{name} must hold integers, got dtype {idx.dtype}")
+        return idx.long()
+    idx = np.asarray(idx)
+    if idx.size == 0:
+        return idx.astype(np.intp)  # an empty list arrives as float64
+    if not np.issubdtype(idx.dtype, np.integer):
+        raise TypeError(f"{name} must hold integers, got dtype {idx.dtype}")
+    return idx
+
+
+def _as_data(x: Any) -> Any:
+    return x if is_tensor(x) else np.asarray(x)
+
+
+def _arange(n: int, like: Any) -> Any:
+    if is_tensor(like):
+        return require_torch("arange").arange(n, device=like.device)
+    return np.arange(n)
+
+
+def select_at_indexes(indexes: Any, array: ArrayT) -> ArrayT:
+    """Contents of ``array`` at integer ``indexes``, one pick per leading position.
+
+    ``indexes.shape`` must equal the leading dims of ``array``; the next dim is the one selected
+    from and any trailing dims are kept, e.g. Q-values [T,B,A] and actions [T,B] give [T,B], and
+    distributions [T,B,A,n_atoms] give [T,B,n_atoms]. Negative indexes count from the end.
+    """
+    array = _as_data(array)
+    indexes = _index_like(indexes, array, "indexes")
+    lead = tuple(indexes.shape)
+    if len(lead) >= array.ndim or tuple(array.shape[: len(lead)]) != lead:
+        raise ValueError(
+            f"indexes of shape {lead} must match the leading dims of array of shape "
+            f"{tuple(array.shape)} (and leave at least one dim to select from)"
+        )
+    # One broadcastable arange per leading dim: no full index grid is materialised.
+    grid = tuple(
+        _arange(n, array).reshape((1,) * i + (n,) + (1,) * (len(lead) - i - 1))
+        for i, n in enumerate(lead)
+    )
+    return array[(*grid, indexes)]
+
+
+def to_onehot(indexes: Any, dim: int, dtype: Any = None) -> Any:
+    """One-hot encoding of integer ``indexes`` in a new trailing dimension of size ``dim``.
+
+    dtype defaults to float32 (numpy) / torch.float32 (torch). numpy indexes outside [0, dim)
+    raise ValueError; torch raises its own error (checking would force a GPU sync).
+    """
+    if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim < 1:
+        raise ValueError(f"dim must be an integer >= 1, got {dim!r}")
+    if is_tensor(indexes):
+        torch = require_torch("to_onehot")
+        indexes = _index_like(indexes, indexes, "indexes")
+        out = torch.zeros(
+            (*indexes.shape, int(dim)),
+            dtype=torch.float32 if dtype is None else dtype,
+            device=indexes.device,
+        )
+        return out.scatter_(-1, indexes.unsqueeze(-1), 1)
+    indexes = _index_like(indexes, None, "indexes")
+    if indexes.size and (indexes.min() < 0 or indexes.max() >= dim):
+        raise ValueError(
+            f"indexes must lie in [0, {dim}), got values from {indexes.min()} to {indexes.max()}"
+        )
+    out = np.zeros((*indexes.shape, int(dim)), dtype=np.float32 if dtype is None else dtype)
+    np.put_along_axis(out, indexes[..., None], 1, axis=-1)
+    return out
+
+
+def from_onehot(onehot: ArrayT, dim: int = -1, dtype: Any = None) -> ArrayT:
+    """Integer index of the largest entry along ``dim`` (the inverse of :func:`to_onehot`).
+
+    The result is int64 unless ``dtype`` is given.
+    """
+    onehot = _as_data(onehot)
+    if is_tensor(onehot):
+        out = onehot.argmax(dim=dim)
+        return out if dtype is None else out.to(dtype)
+    out = onehot.argmax(axis=dim).astype(np.int64 if dtype is None else dtype, copy=False)
+    return out
+
+
+def valid_mean(x: ArrayT, valid: Any = None, dim: int | tuple[int, ...] | None = None) -> ArrayT:
+    """Mean of ``x`` over the entries where ``valid`` is nonzero, e.g. steps before a reset.
+
+    ``valid`` (bool or 0/1 float) must broadcast to ``x.shape``; it is broadcast before counting,
+    so a mask of shape [T,B] on data [T,B,A] counts every A entry. Reduces over ``dim`` (all dims
+    when None). Where nothing is valid the result is nan, without a warning.
+    """
+    x = _as_data(x)
+    if is_tensor(x):
+        torch = require_torch("valid_mean")
+        if valid is None:
+            return x.mean() if dim is None else x.mean(dim=dim)
+        mask = torch.as_tensor(valid, device=x.device)
+        mask = mask.to(x.dtype if x.is_floating_point() else torch.get_default_dtype())
+        mask = torch.broadcast_to(mask, x.shape)
+        if dim is None:
+            return (x * mask).sum() / mask.sum()
+        return (x * mask).sum(dim=dim) / mask.sum(dim=dim)
+    if valid is None:
+        return x.mean(axis=dim)
+    mask = np.broadcast_to(np.asarray(valid), x.shape)
+    mask = mask.astype(x.dtype if np.issubdtype(x.dtype, np.floating) else np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (x * mask).sum(axis=dim) / mask.sum(axis=dim)
+
+
+def infer_leading_dims(x: Any, dim: int) -> tuple[int, int, int, tuple[int, ...]]:
+    """Find the [], [B] or [T,B] leading dims in front of ``dim`` data dims.
+
+    Call it at the start of a model's ``forward`` and finish with :func:`restore_leading_dims`,
+    so one model serves single steps, batches and sequences. Returns ``(lead_dim, T, B, shape)``:
+    the number of leading dims (0, 1 or 2), T (1 unless two leading dims), B (1 if none) and the
+    data shape after the leading dims.
+    """
+    if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim < 0:
+        raise ValueError(f"dim must be an integer >= 0, got {dim!r}")
+    shape = tuple(int(s) for s in x.shape)
+    lead_dim = len(shape) - dim
+    if lead_dim not in (0, 1, 2):
+        raise ValueError(
+            f"expected {dim}, {dim + 1} or {dim + 2} dims ({dim} data dims after [], [B] or "
+            f"[T,B] leading dims), got shape {shape} with {len(shape)} dims"
+        )
+    T = shape[0] if lead_dim == 2 else 1
+    B = shape[lead_dim - 1] if lead_dim > 0 else 1
+    return lead_dim, T, B, shape[lead_dim:]
+
+
+def _restore_one(x: Any, lead_dim: int, T: int, B: int) -> Any:
+    if x is None or lead_dim == 1:
+        return x
+    shape = tuple(x.shape)
+    expected = T * B if lead_dim == 2 else 1
+    if not shape or shape[0] != expected:
+        raise ValueError(
+            f"expected a leading batch dim of {expected} to restore lead_dim={lead_dim} "
+            f"(T={T}, B={B}), got shape {shape}"
+        )
+    if lead_dim == 2:
+        return x.reshape((T, B, *shape[1:]))
+    return x.reshape(shape[1:])
+
+
+def restore_leading_dims(tensors: Any, lead_dim: int, T: int = 1, B: int = 1) -> Any:
+    """Turn a leading [T*B] batch dim back into [], [B] or [T,B] (see :func:`infer_leading_dims`).
+
+    ``tensors`` is one array/tensor or a tuple/list of them (None entries pass through); the same
+    structure comes back, so a model can compute with one batch dim and return what it was given.
+    """
+    if lead_dim not in (0, 1, 2):
+        raise ValueError(f"lead_dim must be 0, 1 or 2, got {lead_dim!r}")
+    if isinstance(tensors, list):
+        return [_restore_one(t, lead_dim, T, B) for t in tensors]
+    if isinstance(tensors, tuple):
+        out = [_restore_one(t, lead_dim, T, B) for t in tensors]
+        return tensors._make(out) if hasattr(tensors, "_make") else tuple(out)
+    return _restore_one(tensors, lead_dim, T, B)
+
+
+def iterate_mb_idxs(
+    data_length: int,
+    minibatch_size: int,
+    shuffle: bool = False,
+    *,
+    drop_last: bool = False,
+    rng: np.random.Generator | int | None = None,
+) -> Iterator[np.ndarray]:
+    """Yield int index arrays that split ``range(data_length)`` into minibatches.
+
+    Every index appears exactly once per pass: the last minibatch is shorter when
+    ``minibatch_size`` does not divide ``data_length`` (rlpyt drops it; pass ``drop_last=True``
+    for that, e.g. when every minibatch must have the same size). With ``shuffle`` the order is
+    a random permutation drawn from ``rng`` (a Generator or seed); when ``rng`` is None numpy's
+    global random state is used, so a global ``np.random.seed`` makes it reproducible.
+    Arguments are checked when called, not at the first ``next``.
+    """
+    for name, value, low in (
+        ("data_length", data_length, 0),
+        ("minibatch_size", minibatch_size, 1),
+    ):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+            raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+    if not shuffle:
+        order = np.arange(data_length)
+    elif rng is None:
+        order = np.random.permutation(data_length)
+    else:
+        order = np.random.default_rng(rng).permutation(data_length)
+    stop = data_length - data_length % minibatch_size if drop_last else data_length
+    return (order[i : i + minibatch_size] for i in range(0, stop, minibatch_size))
+
+
+def extract_sequences(array_or_tensor: ArrayT, T_idx: Any, B_idx: Any, T: int) -> ArrayT:
+    """Sequences of length ``T`` from [T_total, B, ...] data, starting at [T_idx[i], B_idx[i]].
+
+    Time wraps around (a circular replay buffer), so a start near the end continues at step 0.
+    Returns [T, len(B_idx), ...], a new array/tensor (advanced indexing copies).
+    """
+    data = _as_data(array_or_tensor)
+    if data.ndim < 2:
+        raise ValueError(f"expected data with [T,B] leading dims, got shape {tuple(data.shape)}")
+    T_total = int(data.shape[0])
+    if isinstance(T, bool) or not isinstance(T, (int, np.integer)) or not 1 <= T <= T_total:
+        raise ValueError(f"T must be an integer in [1, {T_total}] (the time dim), got {T!r}")
+    t_start = _index_like(T_idx, data, "T_idx")
+    b_idx = _index_like(B_idx, data, "B_idx")
+    if t_start.ndim != 1 or b_idx.shape != t_start.shape:
+        raise ValueError(
+            f"T_idx and B_idx must be 1-D of equal length, got shapes {tuple(t_start.shape)} "
+            f"and {tuple(b_idx.shape)}"
+        )
+    t_idx = (t_start.reshape(1, -1) + _arange(int(T), data).reshape(-1, 1)) % T_total
+    return data[t_idx, b_idx.reshape(1, -1)]
+
+
+def _torch_dtype(dtype: Any) -> bool:
+    torch = sys.modules.get("torch")  # a torch.dtype can only exist once torch is imported
+    return torch is not None and isinstance(dtype, torch.dtype)
+
+
+def zeros(shape: int | Sequence[int], dtype: Any, *, device: Any = None) -> Any:
+    """Zeros as a torch tensor when ``dtype`` is a torch.dtype, else as a numpy array.
+
+    Lets buffer code allocate for either side from one example's dtype. ``device`` is for torch
+    only.
+    """
+    if _torch_dtype(dtype):
+        return require_torch("zeros").zeros(shape, dtype=dtype, device=device)
+    if device is not None:
+        raise ValueError(f"device={device!r} needs a torch dtype, got dtype {dtype!r}")
+    return np.zeros(shape, dtype=np.dtype(dtype))
+
+
+def empty(shape: int | Sequence[int], dtype: Any, *, device: Any = None) -> Any:
+    """Uninitialised torch tensor when ``dtype`` is a torch.dtype, else a numpy array.
+
+    For allocations that are filled right away; ``device`` is for torch only.
+    """
+    if _torch_dtype(dtype):
+        return require_torch("empty").empty(shape, dtype=dtype, device=device)
+    if device is not None:
+        raise ValueError(f"device={device!r} needs a torch dtype, got dtype {dtype!r}")
+    return np.empty(shape, dtype=np.dtype(dtype))

@@ -1,0 +1,13 @@
+"""The rl-suite umbrella: every package's public names in one place, and the command line.
+
+So far it re-exports rl-arrays; each package joins as it is implemented.
+"""
+
+from importlib.metadata import version
+
+import rl_arrays
+from rl_arrays import *  # noqa: F403
+
+__version__ = version("rl-suite")
+
+__all__ = [*rl_arrays.__all__]

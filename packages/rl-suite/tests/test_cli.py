@@ -1,0 +1,39 @@
+import numpy as np
+import pytest
+
+import rl_arrays
+import rl_suite
+from rl_suite._cli import main
+from rl_suite._demo import GOAL, fill_samples
+
+
+def test_reexports_every_rl_arrays_name():
+    assert set(rl_arrays.__all__) <= set(rl_suite.__all__)
+    assert rl_suite.namedarraytuple is rl_arrays.namedarraytuple
+
+
+@pytest.mark.parametrize("start_method", ["fork", "spawn"])
+def test_workers_fill_their_columns_of_the_shared_batch(start_method):
+    samples = fill_samples(T=40, B=5, n_workers=2, start_method=start_method)
+    action, prev_action = samples.agent.action, samples.agent.prev_action
+    np.testing.assert_array_equal(prev_action[1:], action[:-1])  # each env's steps chain
+    np.testing.assert_array_equal(samples.env.prev_reward[1:], samples.env.reward[:-1])
+    assert samples.env.done.any()
+    assert np.abs(samples.env.observation).max() < GOAL
+    moves = np.diff(samples.env.observation[..., 0], axis=0)[~samples.env.done[:-1]]
+    assert set(np.unique(moves)) <= {-1.0, 1.0}
+
+
+def test_demo_command_prints_a_summary(capsys):
+    assert main(["demo", "-T", "16", "-B", "4", "--workers", "2", "--start-method", "fork"]) == 0
+    out = capsys.readouterr().out
+    assert "Samples[T=16, B=4] (64 steps)" in out and "without a copy: True" in out
+
+
+def test_demo_command_refuses_bad_input(capsys):
+    with pytest.raises(SystemExit):
+        main(["demo", "-B", "2", "--workers", "3"])
+    assert "n_workers must be an integer from 1 to B=2" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["demo", "-T", "0"])
+    assert "must be a positive integer" in capsys.readouterr().err
