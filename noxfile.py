@@ -36,6 +36,10 @@ TEST_SPECS = [
     "rl-suite",
 ]
 
+# The promise that rl-arrays installs with numpy and nothing else, checked literally.
+EXACT_INSTALLS = {"rl-arrays": {"rl-arrays", "numpy"}}
+INSTALLER = {"pip", "setuptools", "wheel"}
+
 nox.options.sessions = ["lint", "tests", "integration", "benchmarks"]
 nox.options.reuse_venv = "no"
 
@@ -101,12 +105,18 @@ def _install(session: nox.Session, spec: str, *tools: str) -> dict[str, set[str]
 
 
 def _check_installed(session: nox.Session, spec: str, closure: dict[str, set[str]]) -> None:
-    """Fail if a sibling or a third-party package declared in the repo, but not by `spec`, got in."""
+    """Fail if a sibling or a third-party package declared in the repo, but not by `spec`, got in.
+
+    Specs listed in EXACT_INSTALLS must bring exactly the distributions named there.
+    """
     listing = session.run("python", "-m", "pip", "list", "--format=json", silent=True, stderr=None)
-    installed = {canonicalize_name(d["name"]) for d in json.loads(listing)}
+    installed = {canonicalize_name(d["name"]) for d in json.loads(listing)} - INSTALLER
+    session.log(f"installing {spec} brought: {', '.join(sorted(installed))}")
     every = {p.parent.name: None for p in PACKAGES.glob("*/pyproject.toml")}
     watched = set(every) | _third_party(every)
     unexpected = (installed & watched) - set(closure) - _third_party(closure)
+    if spec in EXACT_INSTALLS and installed != EXACT_INSTALLS[spec]:
+        unexpected |= installed - EXACT_INSTALLS[spec]
     if unexpected:
         session.error(f"installing {spec} brought undeclared packages: {sorted(unexpected)}")
 
@@ -164,8 +174,9 @@ def lint(session: nox.Session) -> None:
 @nox.parametrize("spec", [nox.param(spec, id=spec) for spec in TEST_SPECS])
 def tests(session: nox.Session, spec: str) -> None:
     """Install one package alone (not editable), import it and run its tests from outside the tree."""
-    closure = _install(session, spec, *TEST_TOOLS)
+    closure = _install(session, spec)
     _check_installed(session, spec, closure)
+    session.install(*TEST_TOOLS)
     dist = Requirement(spec).name
     tmp = Path(session.create_tmp()).resolve()
     shutil.rmtree(tmp / "tests", ignore_errors=True)
