@@ -1,10 +1,11 @@
 import copy
+import importlib.util
 from collections import namedtuple
 
 import hypothesis.extra.numpy as hnp
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from rl_arrays import (
@@ -207,27 +208,54 @@ Five = namedarraytuple("Five", ["a", "b", "c", "d", "e"])
 FiveSchema = NamedArrayTupleSchema("Five", ["a", "b", "c", "d", "e"])
 
 
+BACKENDS = ["numpy", "torch"] if importlib.util.find_spec("torch") else ["numpy"]
+
+
+def _on(backend, arrays, loc):
+    """The arrays and index as the backend takes them (torch: tensors, no negative steps)."""
+    if backend == "numpy":
+        return arrays, loc
+    import torch
+
+    parts = loc if isinstance(loc, tuple) else (loc,)
+    assume(not any(isinstance(p, slice) and (p.step or 1) < 0 for p in parts))
+    parts = tuple(torch.as_tensor(p) if isinstance(p, np.ndarray) else p for p in parts)
+    return [torch.as_tensor(a) for a in arrays], parts if isinstance(loc, tuple) else parts[0]
+
+
 @settings(max_examples=200, deadline=None)
-@given(arrays=_five_fields(), loc=_index_strategy, schema=st.booleans())
-def test_indexing_matches_each_field_by_hand(arrays, loc, schema):
+@given(
+    arrays=_five_fields(),
+    loc=_index_strategy,
+    schema=st.booleans(),
+    backend=st.sampled_from(BACKENDS),
+)
+def test_indexing_matches_each_field_by_hand(arrays, loc, schema, backend):
+    arrays, loc = _on(backend, arrays, loc)
     nat = (FiveSchema if schema else Five)(*arrays)
     got = nat[loc]
     for field, array in zip(got, arrays, strict=True):
-        np.testing.assert_array_equal(field, array[loc])
+        np.testing.assert_array_equal(np.asarray(field), np.asarray(array[loc]))
 
 
 @settings(max_examples=200, deadline=None)
-@given(arrays=_five_fields(), loc=_index_strategy, data=st.data())
-def test_assignment_matches_each_field_by_hand(arrays, loc, data):
-    by_hand = [a.copy() for a in arrays]
-    nat = Five(*[a.copy() for a in arrays])
+@given(
+    arrays=_five_fields(), loc=_index_strategy, data=st.data(), backend=st.sampled_from(BACKENDS)
+)
+def test_assignment_matches_each_field_by_hand(arrays, loc, data, backend):
     values = [data.draw(hnp.arrays(a.dtype, a[loc].shape)) for a in arrays]
+    (by_hand, loc), (mine, _), (values, _) = (
+        _on(backend, [a.copy() for a in arrays], loc),
+        _on(backend, [a.copy() for a in arrays], loc),
+        _on(backend, values, loc),
+    )
+    nat = Five(*mine)
     nat[loc] = Five(*values)
     for field, array, value in zip(nat, by_hand, values, strict=True):
         array[loc] = value
-        np.testing.assert_array_equal(field, array)
+        np.testing.assert_array_equal(np.asarray(field), np.asarray(array))
     scalar = data.draw(st.integers(0, 1))
     nat[loc] = scalar
     for field, array in zip(nat, by_hand, strict=True):
         array[loc] = scalar
-        np.testing.assert_array_equal(field, array)
+        np.testing.assert_array_equal(np.asarray(field), np.asarray(array))
