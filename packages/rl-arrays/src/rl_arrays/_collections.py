@@ -17,6 +17,7 @@ from __future__ import annotations
 import copyreg
 import importlib
 import keyword
+import reprlib
 import sys
 import weakref
 from collections import namedtuple
@@ -87,7 +88,7 @@ class _IndexAllFields:
                     if field is not None:
                         field[loc]
                 except Exception:
-                    raise _retag(error, f"{_typename(self)}.{name}[{loc!r}]") from error
+                    raise _retag(error, f"{_typename(self)}.{name}[{reprlib.repr(loc)}]") from error
             raise
 
     def __setitem__(self, loc: Any, value: Any) -> None:
@@ -112,7 +113,7 @@ class _IndexAllFields:
         except Exception as error:
             if name is None:
                 raise
-            raise _retag(error, f"{_typename(self)}.{name}[{loc!r}]") from error
+            raise _retag(error, f"{_typename(self)}.{name}[{reprlib.repr(loc)}]") from error
 
     def __contains__(self, key: object) -> bool:
         """Field names, like a dict (a tuple would compare values)."""
