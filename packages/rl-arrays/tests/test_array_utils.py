@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rl_arrays._array_utils import (
+from rl_arrays import (
     empty,
     extract_sequences,
     from_onehot,

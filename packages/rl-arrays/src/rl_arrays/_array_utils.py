@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from rl_arrays._torch import is_tensor, require_torch
+from ._torch import is_tensor, require_torch
 
 if TYPE_CHECKING:
     import torch
