@@ -2,14 +2,17 @@ import numpy as np
 import pytest
 
 import rl_arrays
+import rl_replay
 import rl_suite
 from rl_suite._cli import main
 from rl_suite._demo import GOAL, fill_samples
 
 
-def test_reexports_every_rl_arrays_name():
-    assert set(rl_arrays.__all__) <= set(rl_suite.__all__)
+def test_reexports_every_implemented_package():
+    assert set(rl_arrays.__all__) | set(rl_replay.__all__) <= set(rl_suite.__all__)
+    assert len(set(rl_suite.__all__)) == len(rl_suite.__all__)  # no name clashes
     assert rl_suite.namedarraytuple is rl_arrays.namedarraytuple
+    assert rl_suite.SumTree is rl_replay.SumTree
 
 
 @pytest.mark.parametrize("start_method", ["fork", "spawn"])

@@ -1,0 +1,391 @@
+"""Storage shared by every replay buffer: ``[T, B]`` arrays, a wrapping cursor, n-step
+returns, frame-wise observations, and saving / restoring the whole state.
+
+Which time slots may be replayed is decided by two offsets around the cursor:
+``off_backward`` newest slots are invalid (their n-step future, or the rest of their
+sequence, is not written yet) and ``off_forward`` oldest slots are invalid (their previous
+action, or their frame history, was just overwritten).  Before the buffer first wraps, the
+first ``off_forward`` slots are invalid too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import tempfile
+from typing import Any, ClassVar
+
+import numpy as np
+
+from rl_arrays import AgentInputs, buffer_from_example, np_mp_array
+
+from ._n_step import discount_return_n_step
+
+__all__ = ["BaseNStepReturnBuffer", "BaseReplayBuffer"]
+
+REQUIRED_FIELDS = ("observation", "action", "reward", "done")
+
+
+class BaseReplayBuffer:
+    """The interface of every replay buffer."""
+
+    def append_samples(self, samples: Any) -> None:
+        """Add new ``[T, B]`` data, possibly ejecting the oldest."""
+        raise NotImplementedError
+
+    def sample_batch(self, batch_B: int, batch_T: int | None = None) -> Any:
+        """A batch of stored data for training."""
+        raise NotImplementedError
+
+
+def _flatten(prefix: str, buffer_: Any) -> dict[str, np.ndarray]:
+    """Every array in a (nested) namedarraytuple, keyed by its dotted path."""
+    if buffer_ is None:
+        return {}
+    if isinstance(buffer_, tuple):
+        flat: dict[str, np.ndarray] = {}
+        for name, item in zip(buffer_._fields, buffer_, strict=True):
+            flat.update(_flatten(f"{prefix}.{name}", item))
+        return flat
+    return {prefix: buffer_}
+
+
+class BaseNStepReturnBuffer(BaseReplayBuffer):
+    """``[T, B]`` storage with a wrapping time cursor, computing n-step returns on write.
+
+    ``example`` is one step of the data with no leading dims (a namedtuple with at least
+    observation, action, reward and done); ``size`` is rounded up to a multiple of ``B``.
+    ``return_`` and ``done_n`` for a sample are stored at the sample's own index.
+    ``seed`` seeds the buffer's own random generator, saved with its state.
+    """
+
+    frame_based: ClassVar[bool] = False  # store each frame once (observation [C, H, W])
+    time_limit: ClassVar[bool] = False  # carry timeout / timeout_n
+    shared_memory: ClassVar[bool] = False  # allocate on OS shared memory (async buffers)
+
+    def __init__(
+        self,
+        example: Any,
+        size: int,
+        B: int,
+        discount: float = 1.0,
+        n_step_return: int = 1,
+        *,
+        seed: int | None = None,
+    ):
+        for name, value in (("size", size), ("B", B), ("n_step_return", n_step_return)):
+            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if not 0 <= discount <= 1:
+            raise ValueError(f"discount must be in [0, 1], got {discount}")
+        fields = getattr(example, "_fields", None)
+        required = REQUIRED_FIELDS + (("timeout",) if self.time_limit else ())
+        if fields is None or any(f not in fields for f in required):
+            raise ValueError(
+                f"{type(self).__name__} needs an example namedtuple with fields {required}, "
+                f"got {example!r}"
+            )
+        self.example = example
+        self.B = int(B)
+        self.T = self._round_T(math.ceil(size / B))
+        self.size = self.T * self.B
+        self.discount = float(discount)
+        self.n_step_return = int(n_step_return)
+        self.n_frames = 1
+        stored = self._stored_example(example)
+        if self.frame_based:
+            frame_shape = np.shape(example.observation)
+            if len(frame_shape) < 2:
+                raise ValueError(
+                    f"a frame buffer needs observations [n_frames, ...], got shape {frame_shape}"
+                )
+            self.n_frames = frame_shape[0]
+            stored = stored._replace(observation=None)
+            # Frames of slot t's observation live at samples_frames[t : t + n_frames]; the
+            # first n_frames - 1 rows repeat the last ones, so wrapped histories are contiguous.
+            self.samples_frames = self._allocate(
+                np.asarray(example.observation)[0], self.T + self.n_frames - 1
+            )
+            self.samples_new_frames = self.samples_frames[self.n_frames - 1 :]
+        self.off_forward = max(1, self.n_frames - 1)
+        if self.off_forward + self.n_step_return >= self.T:
+            raise ValueError(
+                f"size {size} gives {self.T} time steps per environment, too few for "
+                f"n_step_return={self.n_step_return} and {self.n_frames} frames"
+            )
+        self.samples = self._allocate(stored, self.T)
+        if self.n_step_return > 1:
+            self.samples_return_ = self._allocate(np.float32(0), self.T)
+            self.samples_done_n = self._allocate(False, self.T)
+            if self.time_limit:
+                self.samples_timeout_n = self._allocate(False, self.T)
+        else:
+            self.samples_return_ = self.samples.reward
+            self.samples_done_n = self.samples.done
+            if self.time_limit:
+                self.samples_timeout_n = self.samples.timeout
+        self._cursor = np_mp_array(2, np.int64) if self.shared_memory else np.zeros(2, np.int64)
+        self.rng = np.random.default_rng(seed)
+
+    # ------------------------------------------------------------------------ allocation
+
+    def _round_T(self, T: int) -> int:
+        return T
+
+    def _stored_example(self, example: Any) -> Any:
+        """What ``self.samples`` holds for one step (sequence buffers drop rnn states)."""
+        return example
+
+    def _allocate(self, example: Any, T: int) -> Any:
+        return buffer_from_example(example, (T, self.B), share_memory=self.shared_memory)
+
+    # ---------------------------------------------------------------------------- cursor
+
+    @property
+    def t(self) -> int:
+        """The next time slot to be written."""
+        return int(self._cursor[0])
+
+    @property
+    def t_total(self) -> int:
+        """Time steps written since the buffer was made."""
+        return int(self._cursor[1])
+
+    @property
+    def _buffer_full(self) -> bool:
+        return self.t_total >= self.T
+
+    def _writing(self) -> contextlib.AbstractContextManager[Any]:
+        return contextlib.nullcontext()
+
+    def _reading(self) -> contextlib.AbstractContextManager[Any]:
+        return contextlib.nullcontext()
+
+    # ---------------------------------------------------------------------------- writing
+
+    def _check_samples(self, samples: Any) -> int:
+        """The new samples' T, after checking they match the example."""
+        fields = getattr(samples, "_fields", None)
+        if fields != self.example._fields:
+            raise ValueError(
+                f"samples must have the example's fields {self.example._fields}, got {fields}"
+            )
+        T_new = None
+        for name, value in _flatten("samples", samples).items():
+            shape = np.shape(value)
+            if len(shape) < 2 or shape[1] != self.B:
+                raise ValueError(f"{name} must have leading dims [T, B={self.B}], got {shape}")
+            if T_new is not None and shape[0] != T_new:
+                raise ValueError(f"{name} has T={shape[0]}, other fields have T={T_new}")
+            T_new = shape[0]
+        if T_new is None or not 1 <= T_new <= self.T:
+            raise ValueError(f"samples must hold 1 to {self.T} time steps, got {T_new}")
+        if self.frame_based and np.shape(samples.observation)[2] != self.n_frames:
+            raise ValueError(
+                f"observations must hold {self.n_frames} frames, got "
+                f"{np.shape(samples.observation)[2]}"
+            )
+        return T_new
+
+    def append_samples(self, samples: Any) -> None:
+        """Write ``[T, B]`` samples at the cursor (wrapping), compute the returns they
+        complete, and advance the cursor."""
+        priorities = None
+        if getattr(samples, "_fields", None) == ("priorities", "samples"):
+            priorities, samples = samples.priorities, samples.samples
+        with self._writing():
+            T_new = self._check_samples(samples)
+            t = self.t
+            idxs = np.arange(t, t + T_new) % self.T if t + T_new > self.T else slice(t, t + T_new)
+            self._write(idxs, samples, T_new)
+            self.compute_returns(T_new)
+            self._advance_priorities(T_new, priorities)
+            self._cursor[:] = ((t + T_new) % self.T, self.t_total + T_new)
+
+    def _write(self, idxs: Any, samples: Any, T_new: int) -> None:
+        stored = self._stored_example(samples)
+        if self.frame_based:
+            stored = stored._replace(observation=None)
+            if self.t_total == 0:  # the first observation's history fills the prefix
+                self.samples_frames[: self.n_frames - 1] = np.moveaxis(
+                    samples.observation[0, :, :-1], 0, 1
+                )
+            self.samples_new_frames[idxs] = samples.observation[:, :, -1]
+            if self.t + T_new > self.T - (self.n_frames - 1):
+                self.samples_frames[: self.n_frames - 1] = self.samples_frames[self.T :]
+        self.samples[idxs] = stored
+
+    def _advance_priorities(self, T_new: int, priorities: Any) -> None:
+        if priorities is not None:
+            raise ValueError(f"{type(self).__name__} takes no priorities; use a prioritized buffer")
+
+    def compute_returns(self, T_new: int) -> None:
+        """n-step returns for the slots the ``T_new`` rewards just written complete.
+
+        Called after writing, before the cursor moves.  Slots before the first write get
+        values too, harmlessly: they are invalid until written, and recomputed then.
+        """
+        n = self.n_step_return
+        if n == 1:
+            return
+        t = self.t
+        window = np.arange(t - (n - 1), t + T_new) % self.T
+        reward, done = self.samples.reward[window], self.samples.done[window]
+        dest = window[:T_new]
+        self.samples_return_[dest], self.samples_done_n[dest] = discount_return_n_step(
+            reward, done, n, self.discount
+        )
+        if self.time_limit:
+            # Truncated within n steps: the first done in the window was a timeout.
+            timeout = self.samples.timeout[window]
+            timeout_n = timeout[:T_new].copy()
+            done_before = done[:T_new].copy()
+            for k in range(1, n):
+                timeout_n |= timeout[k : k + T_new] & ~done_before
+                done_before |= done[k : k + T_new]
+            self.samples_timeout_n[dest] = timeout_n
+
+    # --------------------------------------------------------------------------- sampling
+
+    def _valid_count(self, off_backward: int) -> int:
+        """How many start slots per environment are valid now."""
+        written = min(self.t_total, self.T)
+        return written - off_backward - self.off_forward
+
+    def _start_slots(self, k: np.ndarray) -> np.ndarray:
+        """The k-th valid start slot (0: the oldest valid one)."""
+        oldest = self.t if self._buffer_full else 0
+        return (oldest + self.off_forward + k) % self.T
+
+    def _valid_starts(self, off_backward: int, interval: int = 1) -> tuple[int, Any]:
+        """How many start slots per environment are valid, and (with an ``interval`` > 1)
+        which: only multiples of it, the slots holding a stored rnn state."""
+        count = max(self._valid_count(off_backward), 0)
+        if interval == 1:
+            return count, None
+        starts = self._start_slots(np.arange(count))
+        starts = starts[starts % interval == 0]
+        return len(starts), starts
+
+    def _check_batch_B(self, batch_B: int, n_valid: int, off_backward: int) -> None:
+        if not isinstance(batch_B, (int, np.integer)) or batch_B < 1:
+            raise ValueError(f"batch_B must be a positive integer, got {batch_B!r}")
+        if n_valid == 0:
+            raise ValueError(
+                f"not enough data to sample yet: {self.t_total} steps written per environment, "
+                f"a valid sample needs {off_backward + self.off_forward + 1}"
+            )
+        if batch_B > n_valid * self.B:
+            raise ValueError(
+                f"batch_B={batch_B} is larger than the {n_valid * self.B} valid samples"
+            )
+
+    def _sample_starts(
+        self, batch_B: int, off_backward: int, interval: int = 1
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Uniformly random valid ``(T_idxs, B_idxs)`` (see ``_valid_starts``)."""
+        n_valid, starts = self._valid_starts(off_backward, interval)
+        self._check_batch_B(batch_B, n_valid, off_backward)
+        k = self.rng.integers(n_valid, size=batch_B)
+        T_idxs = self._start_slots(k) if starts is None else starts[k]
+        return T_idxs, self.rng.integers(self.B, size=batch_B)
+
+    # ------------------------------------------------------------------------- extraction
+
+    def _observation_at(self, T_idxs: np.ndarray, B_idxs: np.ndarray) -> np.ndarray:
+        """Observations at index arrays of any (matching) shape; frame buffers rebuild
+        them OLDEST to NEWEST, zeroing frames from before an environment reset."""
+        if not self.frame_based:
+            return self.samples.observation[T_idxs, B_idxs]
+        nf = self.n_frames
+        steps = np.arange(nf)
+        observation = self.samples_frames[T_idxs[..., None] + steps, B_idxs[..., None]]
+        if nf > 1:
+            back = (T_idxs[..., None] - steps[1:]) % self.T  # t-1, t-2, ... t-(nf-1)
+            reset = np.logical_or.accumulate(self.samples.done[back, B_idxs[..., None]], axis=-1)
+            if reset.any():  # frame k predates a reset at t-f when k < nf - f
+                mask = np.zeros((*reset.shape[:-1], nf), bool)
+                mask[..., :-1] = reset[..., ::-1]
+                observation[mask] = 0
+        return observation
+
+    def _previous(self, field: np.ndarray, T_idxs: np.ndarray, B_idxs: np.ndarray) -> np.ndarray:
+        """``field`` one step earlier, zero at an episode's first step (as the agent saw)."""
+        prev = (T_idxs - 1) % self.T
+        value = field[prev, B_idxs]
+        started = self.samples.done[prev, B_idxs]
+        if started.any():
+            value[started] = 0  # fancy indexing made a copy
+        return value
+
+    def _agent_inputs(self, T_idxs: np.ndarray, B_idxs: np.ndarray) -> Any:
+        return AgentInputs(
+            observation=self._observation_at(T_idxs, B_idxs),
+            prev_action=self._previous(self.samples.action, T_idxs, B_idxs),
+            prev_reward=self._previous(self.samples.reward, T_idxs, B_idxs),
+        )
+
+    # ---------------------------------------------------------------------- save / restore
+
+    def _state_arrays(self) -> dict[str, np.ndarray]:
+        arrays = {"cursor": self._cursor, **_flatten("samples", self.samples)}
+        if self.n_step_return > 1:
+            arrays["return_"] = self.samples_return_
+            arrays["done_n"] = self.samples_done_n
+            if self.time_limit:
+                arrays["timeout_n"] = self.samples_timeout_n
+        if self.frame_based:
+            arrays["frames"] = self.samples_frames
+        return arrays
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        """Copies of every array of the buffer's state, and its random generator's state."""
+        with self._reading():
+            state = {key: np.array(value) for key, value in self._state_arrays().items()}
+        state["rng"] = np.array(json.dumps(self.rng.bit_generator.state))
+        return state
+
+    def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
+        """Restore a ``state_dict`` into this buffer (same type, shapes and dtypes)."""
+        with self._writing():
+            arrays = self._state_arrays()
+            missing = set(arrays) - set(state)
+            if missing:
+                raise ValueError(f"the saved state lacks {sorted(missing)}")
+            for key, array in arrays.items():
+                value = np.asarray(state[key])
+                if value.shape != array.shape or value.dtype != array.dtype:
+                    raise ValueError(
+                        f"saved {key} is {value.dtype}{value.shape}, this buffer holds "
+                        f"{array.dtype}{array.shape}: was it made with the same arguments?"
+                    )
+                array[...] = value
+        self.rng.bit_generator.state = json.loads(str(state["rng"]))
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write the full state to ``path`` (an .npz file) atomically: a crash mid-write
+        leaves any previous file intact."""
+        path = os.fspath(path)
+        directory = os.path.dirname(os.path.abspath(path))
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".replay-", suffix=".npz.tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                np.savez(f, **self.state_dict())
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
+
+    def load(self, path: str | os.PathLike[str]) -> None:
+        """Restore the state written by ``save``."""
+        with np.load(path, allow_pickle=False) as data:
+            self.load_state_dict({key: data[key] for key in data.files})
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(T={self.T}, B={self.B}, n_step_return={self.n_step_return}, "
+            f"t={self.t}, written={self.t_total})"
+        )

@@ -1,0 +1,97 @@
+"""Prioritized replay, shared by the single-step and sequence buffers: a sum tree over
+the valid start slots, priorities raised to ``alpha``, importance weights with ``beta``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ._sum_tree import AsyncSumTree, SumTree
+
+__all__ = ["Prioritizer"]
+
+
+class Prioritizer:
+    """The priority tree of one buffer and the arithmetic around it.
+
+    Stored priorities are ``priority ** alpha``; a sampled batch comes with importance
+    weights ``priority ** -beta`` divided by their maximum (so the largest is 1).
+    """
+
+    def __init__(
+        self,
+        T: int,
+        B: int,
+        off_backward: int,
+        off_forward: int,
+        *,
+        alpha: float,
+        beta: float,
+        default_priority: float,
+        unique: bool,
+        input_priorities: bool,
+        input_priority_shift: int,
+        rng: np.random.Generator,
+        shared_memory: bool,
+    ):
+        if alpha < 0 or beta < 0:
+            raise ValueError(f"alpha and beta must be >= 0, got alpha={alpha}, beta={beta}")
+        if default_priority <= 0:
+            raise ValueError(f"default_priority must be > 0, got {default_priority}")
+        self.alpha, self.beta, self.unique = float(alpha), float(beta), bool(unique)
+        self.input_priorities = bool(input_priorities)
+        self.tree = (AsyncSumTree if shared_memory else SumTree)(
+            T,
+            B,
+            off_backward,
+            off_forward,
+            default_value=default_priority**alpha,
+            enable_input_priorities=input_priorities,
+            input_priority_shift=input_priority_shift,
+            rng=rng,
+        )
+        self._sampled: tuple[np.ndarray, np.ndarray] | None = None
+
+    def advance(self, T: int, priorities: Any) -> None:
+        if priorities is not None and not self.input_priorities:
+            raise ValueError("priorities came with the samples, but input_priorities=False")
+        if priorities is not None:
+            priorities = np.asarray(priorities, np.float64) ** self.alpha
+        # The tree moves at most this far at once; a longer append goes in pieces.
+        step = self.tree.T - self.tree.off_backward - self.tree.off_forward
+        for start in range(0, T, step):
+            stop = min(start + step, T)
+            piece = priorities
+            if priorities is not None and priorities.ndim == 2:
+                piece = priorities[start:stop]
+            self.tree.advance(stop - start, piece)
+
+    def sample(self, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(T_idxs, B_idxs, is_weights)`` of ``n`` slots drawn by priority."""
+        T_idxs, B_idxs, priorities = self.tree.sample(n, unique=self.unique)
+        self._sampled = (T_idxs, B_idxs)
+        weights = priorities**-self.beta
+        return T_idxs, B_idxs, (weights / weights.max()).astype(np.float32)
+
+    def update_batch_priorities(self, priorities: Any) -> None:
+        """New priorities for the last sampled batch (e.g. absolute TD errors).
+
+        Slots turned off since they were sampled (overwritten, in async use) stay off.
+        """
+        if self._sampled is None:
+            raise RuntimeError("update_batch_priorities needs a sample_batch first")
+        priorities = np.asarray(priorities, np.float64).reshape(-1) ** self.alpha
+        if len(priorities) != len(self._sampled[0]):
+            raise ValueError(
+                f"got {len(priorities)} priorities for a batch of {len(self._sampled[0])}"
+            )
+        still_valid = self.tree.leaf_priorities()[self._sampled] > 0
+        self.tree.update_batch_priorities(np.where(still_valid, priorities, 0.0))
+
+    def state_arrays(self) -> dict[str, np.ndarray]:
+        """The tree's arrays, for saving and restoring the buffer."""
+        arrays = {"tree.values": self.tree.tree, "tree.cursor": self.tree._cursor}
+        if self.tree.input_priorities is not None:
+            arrays["tree.input_priorities"] = self.tree.input_priorities
+        return arrays

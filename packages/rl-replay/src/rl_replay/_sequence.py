@@ -1,0 +1,246 @@
+"""Replay of sequences for recurrent agents, with stored rnn states.
+
+``rnn_state_interval`` says how often the agent's recurrent state is stored: every step
+(1), every k steps (k > 1, sequences then start only at those steps, saving memory), or
+never (0: sequences start anywhere and ``init_rnn_state`` is None).  The example must have a
+``prev_rnn_state`` field unless the interval is 0.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from rl_arrays import extract_sequences
+
+from ._base import BaseNStepReturnBuffer
+from ._prioritized import Prioritizer
+from ._schemas import SequenceSamplesFromReplay, SequenceSamplesFromReplayPri
+
+__all__ = [
+    "PrioritizedSequenceReplayBuffer",
+    "PrioritizedSequenceReplayFrameBuffer",
+    "SequenceNStepReturnBuffer",
+    "UniformSequenceReplayBuffer",
+    "UniformSequenceReplayFrameBuffer",
+]
+
+
+class SequenceNStepReturnBuffer(BaseNStepReturnBuffer):
+    """n-step return storage that also keeps the agent's rnn state, and returns sequences."""
+
+    def __init__(
+        self,
+        example: Any,
+        size: int,
+        B: int,
+        rnn_state_interval: int,
+        batch_T: int | None = None,
+        **kwargs: Any,
+    ):
+        if not isinstance(rnn_state_interval, (int, np.integer)) or rnn_state_interval < 0:
+            raise ValueError(f"rnn_state_interval must be >= 0, got {rnn_state_interval!r}")
+        if batch_T is not None and (not isinstance(batch_T, (int, np.integer)) or batch_T < 1):
+            raise ValueError(f"batch_T must be a positive integer, got {batch_T!r}")
+        if rnn_state_interval > 0 and "prev_rnn_state" not in getattr(example, "_fields", ()):
+            raise ValueError("rnn_state_interval > 0 needs a prev_rnn_state field in the example")
+        self.rnn_state_interval = int(rnn_state_interval)
+        self.batch_T = batch_T
+        super().__init__(example, size, B, **kwargs)
+        if self.rnn_state_interval > 1:
+            self.samples_prev_rnn_state = self._allocate(
+                example.prev_rnn_state, self.T // self.rnn_state_interval
+            )
+        if batch_T is not None:
+            self._check_batch_T(batch_T)
+
+    def _round_T(self, T: int) -> int:
+        """A whole number of rnn-state intervals."""
+        interval = max(self.rnn_state_interval, 1)
+        return math.ceil(T / interval) * interval
+
+    def _stored_example(self, example: Any) -> Any:
+        if self.rnn_state_interval != 1 and "prev_rnn_state" in example._fields:
+            return example._replace(prev_rnn_state=None)
+        return example
+
+    def _check_batch_T(self, batch_T: int) -> None:
+        if batch_T + self.n_step_return + self.off_forward > self.T:
+            raise ValueError(
+                f"batch_T={batch_T} plus n_step_return={self.n_step_return} does not fit in "
+                f"{self.T} time steps per environment"
+            )
+
+    def _off_backward(self, batch_T: int) -> int:
+        """Newest slots that cannot start a sequence: it would read unwritten steps."""
+        return batch_T + self.n_step_return - 1
+
+    def _write(self, idxs: Any, samples: Any, T_new: int) -> None:
+        super()._write(idxs, samples, T_new)
+        interval = self.rnn_state_interval
+        if interval > 1:  # keep the states at steps that are multiples of the interval
+            steps = np.arange((-self.t) % interval, T_new, interval)
+            slots = ((self.t + steps) % self.T) // interval
+            self.samples_prev_rnn_state[slots] = samples.prev_rnn_state[steps]
+
+    def extract_observation(self, T_idxs: np.ndarray, B_idxs: np.ndarray, T: int) -> np.ndarray:
+        """``[T, len(B_idxs), ...]`` observation sequences starting at ``[T_idxs, B_idxs]``."""
+        times = (T_idxs[None, :] + np.arange(T)[:, None]) % self.T
+        return self._observation_at(times, np.broadcast_to(B_idxs, times.shape))
+
+    def extract_batch(self, T_idxs: np.ndarray, B_idxs: np.ndarray, T: int) -> Any:
+        """Sequences for training: see ``SequenceSamplesFromReplay`` for the fields.
+
+        Observations, actions and rewards span ``T + n_step_return`` steps so the targets
+        can be sliced from the same arrays.  ``T_idxs`` must hold stored rnn states.
+        """
+        s, interval, n = self.samples, self.rnn_state_interval, self.n_step_return
+        if interval > 1:
+            if np.any(T_idxs % interval):
+                raise ValueError(f"sequence starts must be multiples of {interval}")
+            init_rnn_state = self.samples_prev_rnn_state[T_idxs // interval, B_idxs]
+        elif interval == 1:
+            init_rnn_state = s.prev_rnn_state[T_idxs, B_idxs]
+        else:
+            init_rnn_state = None
+        prev_T = T_idxs - 1
+        all_reward = extract_sequences(s.reward, prev_T, B_idxs, T + n)
+        all_action = extract_sequences(s.action, prev_T, B_idxs, T + n)
+        # Zero the previous action and reward at each episode's first step, as the agent saw.
+        started = extract_sequences(s.done, prev_T, B_idxs, T + n)
+        if started.any():
+            all_reward[started] = 0
+            all_action[started] = 0
+        return SequenceSamplesFromReplay(
+            all_observation=self.extract_observation(T_idxs, B_idxs, T + n),
+            all_action=all_action,
+            all_reward=all_reward,
+            return_=extract_sequences(self.samples_return_, T_idxs, B_idxs, T),
+            done=extract_sequences(s.done, T_idxs, B_idxs, T),
+            done_n=extract_sequences(self.samples_done_n, T_idxs, B_idxs, T),
+            init_rnn_state=init_rnn_state,
+        )
+
+    def _state_arrays(self) -> dict[str, np.ndarray]:
+        arrays = super()._state_arrays()
+        if self.rnn_state_interval > 1:
+            arrays["prev_rnn_state"] = self.samples_prev_rnn_state
+        return arrays
+
+
+class UniformSequenceReplayBuffer(SequenceNStepReturnBuffer):
+    """Replays sequences whose start is chosen uniformly among the valid ones."""
+
+    def sample_idxs(self, batch_B: int, batch_T: int) -> tuple[np.ndarray, np.ndarray]:
+        """Random starts whose whole sequence (and previous step) holds valid data, and
+        that hold a stored rnn state."""
+        return self._sample_starts(
+            batch_B, self._off_backward(batch_T), max(self.rnn_state_interval, 1)
+        )
+
+    def sample_batch(self, batch_B: int, batch_T: int | None = None) -> Any:
+        """``[batch_T, batch_B]`` sequences (``batch_T`` defaults to the one given at
+        construction)."""
+        batch_T = self.batch_T if batch_T is None else batch_T
+        if batch_T is None:
+            raise ValueError("give batch_T here or when making the buffer")
+        self._check_batch_T(batch_T)
+        with self._reading():
+            T_idxs, B_idxs = self.sample_idxs(batch_B, batch_T)
+            return self.extract_batch(T_idxs, B_idxs, batch_T)
+
+
+class PrioritizedSequenceReplayBuffer(SequenceNStepReturnBuffer):
+    """Replays sequences drawn by the priority of their start.
+
+    The tree has one leaf per stored rnn state, so ``batch_T`` is fixed at construction
+    and appended batches must span whole rnn-state intervals.  Input priorities (one per
+    stored state, or [B]) with ``input_priority_shift`` are assigned that many states
+    earlier, e.g. to the start of the warm-up of the sequence they were computed on.
+    """
+
+    def __init__(
+        self,
+        example: Any,
+        size: int,
+        B: int,
+        rnn_state_interval: int,
+        batch_T: int,
+        alpha: float = 0.6,
+        beta: float = 0.4,
+        default_priority: float = 1.0,
+        unique: bool = False,
+        input_priorities: bool = False,
+        input_priority_shift: int = 0,
+        **kwargs: Any,
+    ):
+        if batch_T is None:
+            raise ValueError("a prioritized sequence buffer needs batch_T at construction")
+        super().__init__(example, size, B, rnn_state_interval, batch_T, **kwargs)
+        interval = max(self.rnn_state_interval, 1)
+        self.priorities = Prioritizer(
+            self.T // interval,
+            self.B,
+            math.ceil((self._off_backward(batch_T) + 1) / interval) - 1,
+            math.ceil(self.off_forward / interval),
+            alpha=alpha,
+            beta=beta,
+            default_priority=default_priority,
+            unique=unique,
+            input_priorities=input_priorities,
+            input_priority_shift=input_priority_shift,
+            rng=self.rng,
+            shared_memory=self.shared_memory,
+        )
+
+    def set_beta(self, beta: float) -> None:
+        """Anneal the importance-sampling exponent."""
+        self.priorities.beta = float(beta)
+
+    def _check_samples(self, samples: Any) -> int:
+        T_new = super()._check_samples(samples)
+        interval = max(self.rnn_state_interval, 1)
+        if self.t % interval or T_new % interval:
+            raise ValueError(
+                f"append whole rnn-state intervals of {interval} steps: got {T_new} steps "
+                f"at step {self.t}"
+            )
+        return T_new
+
+    def _advance_priorities(self, T_new: int, priorities: Any) -> None:
+        self.priorities.advance(T_new // max(self.rnn_state_interval, 1), priorities)
+
+    def sample_batch(self, batch_B: int, batch_T: int | None = None) -> Any:
+        """``[batch_T, batch_B]`` sequences by priority, with importance weights [batch_B]."""
+        if batch_T not in (None, self.batch_T):
+            raise ValueError(f"this buffer replays batch_T={self.batch_T} only")
+        interval = max(self.rnn_state_interval, 1)
+        with self._reading():
+            off_backward = self._off_backward(self.batch_T)
+            n_valid, _ = self._valid_starts(off_backward, interval)
+            self._check_batch_B(batch_B, n_valid, off_backward)
+            T_idxs, B_idxs, is_weights = self.priorities.sample(batch_B)
+            batch = self.extract_batch(T_idxs * interval, B_idxs, self.batch_T)
+        return SequenceSamplesFromReplayPri(*batch, is_weights=is_weights)
+
+    def update_batch_priorities(self, priorities: Any) -> None:
+        """New priorities for the last sampled sequences."""
+        with self._writing():
+            self.priorities.update_batch_priorities(priorities)
+
+    def _state_arrays(self) -> dict[str, np.ndarray]:
+        return {**super()._state_arrays(), **self.priorities.state_arrays()}
+
+
+class UniformSequenceReplayFrameBuffer(UniformSequenceReplayBuffer):
+    """Uniform sequence replay storing each frame once."""
+
+    frame_based = True
+
+
+class PrioritizedSequenceReplayFrameBuffer(PrioritizedSequenceReplayBuffer):
+    """Prioritized sequence replay storing each frame once."""
+
+    frame_based = True

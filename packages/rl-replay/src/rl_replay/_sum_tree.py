@@ -1,0 +1,473 @@
+"""Sum trees of replay priorities over a ``[T, B]`` matrix of buffer slots.
+
+Layout
+------
+All node values live in one float64 array ``tree`` of length ``2 * L``, where ``L`` (the
+leaf count) is the smallest power of two ``>= T * B``.  Node ``1`` is the root, node ``i``
+has children ``2 * i`` and ``2 * i + 1``, and entry ``0`` is unused (always 0).  Leaves are
+nodes ``L .. 2L - 1``; buffer slot ``[t, b]`` is leaf ``t * B + b`` (node ``L + t * B + b``)
+and leaves past ``T * B`` are padding that stays 0.  Level ``d`` (root is level 0) holds
+nodes ``2**d .. 2**(d+1) - 1``; leaves are level ``depth = log2(L)``.
+
+Every internal node is always recomputed as ``left + right`` from its current children
+(never adjusted by a delta), so sums stay exact with respect to the children and a node is
+0 exactly when all leaves below it are 0.  Sampling descends from the root and never
+enters a side whose sum is 0, so it cannot return a zero-priority leaf.
+
+Validity around the cursor
+--------------------------
+The tree mirrors a replay buffer whose time cursor ``t`` is the next row to be written.
+With ``W`` time rows written in all (``t_total``), a slot holding absolute time ``a`` is
+sampleable when ``a >= off_forward`` (its history exists), ``a < W - off_backward`` (its
+n-step future is written) and ``a - off_forward >= W - T`` (its history has not been
+overwritten).  :meth:`SumTree.advance` maintains exactly that set with vectorised updates
+of the (at most four) contiguous slot ranges that change.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import numpy as np
+
+from rl_arrays import np_mp_array
+
+__all__ = ["AsyncSumTree", "SumTree"]
+
+
+def _int_at_least(name: str, value: Any, minimum: int) -> int:
+    if isinstance(value, bool):
+        raise TypeError(f"{name} must be an int, got a bool ({value!r})")
+    try:
+        value = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} ({value!r})") from None
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    return value
+
+
+def _as_priorities(name: str, values: Any, shape: tuple[int, ...]) -> np.ndarray:
+    array = np.asarray(values, dtype=np.float64)
+    try:
+        array = np.broadcast_to(array, shape)
+    except ValueError:
+        raise ValueError(
+            f"{name} must be a scalar or broadcast to shape {shape}, got shape {array.shape}"
+        ) from None
+    if not np.isfinite(array).all() or (array < 0).any():
+        raise ValueError(f"{name} must be finite and >= 0, got {array}")
+    return array
+
+
+class SumTree:
+    """Priorities of ``T * B`` replay slots ``[T, B]`` in a binary sum tree.
+
+    Args:
+        T: number of time rows in the tree (the buffer's ``T``, or its number of stored
+            RNN states for sequence replay).
+        B: number of columns (parallel environments); every advance covers all of them.
+        off_backward: rows just before the cursor that stay invalid (e.g. ``n_step_return``:
+            their n-step future is not written yet).
+        off_forward: rows at and after the cursor that are invalid (e.g. 1, because the
+            previous action of the row at the cursor was overwritten, or ``n_frames - 1``).
+        default_value: priority given to new slots when no input priority is supplied.
+        enable_input_priorities: whether :meth:`advance` accepts priorities for new rows.
+        input_priority_shift: input priorities passed with the rows at ``[t, t + T)`` are
+            stored for rows ``[t - shift, t + T - shift)`` (e.g. the starts of sequences
+            whose training part those rows are).  At most ``off_backward``.
+        rng: a ``np.random.Generator`` used for all sampling, or a seed for one.
+    """
+
+    def __init__(
+        self,
+        T: int,
+        B: int,
+        off_backward: int,
+        off_forward: int,
+        default_value: float = 1.0,
+        enable_input_priorities: bool = False,
+        input_priority_shift: int = 0,
+        rng: np.random.Generator | int | None = None,
+    ):
+        self.T = _int_at_least("T", T, 1)
+        self.B = _int_at_least("B", B, 1)
+        self.off_backward = _int_at_least("off_backward", off_backward, 0)
+        self.off_forward = _int_at_least("off_forward", off_forward, 0)
+        if self.off_backward + self.off_forward >= self.T:
+            raise ValueError(
+                f"off_backward + off_forward must be < T so that some rows can be valid, got "
+                f"off_backward={self.off_backward}, off_forward={self.off_forward}, T={self.T}"
+            )
+        default_value = float(default_value)
+        if not (np.isfinite(default_value) and default_value > 0):
+            raise ValueError(f"default_value must be finite and > 0, got {default_value}")
+        self.default_value = default_value
+        self.enable_input_priorities = bool(enable_input_priorities)
+        self.input_priority_shift = _int_at_least("input_priority_shift", input_priority_shift, 0)
+        if self.input_priority_shift > self.off_backward:
+            raise ValueError(
+                f"input_priority_shift ({self.input_priority_shift}) must be <= off_backward "
+                f"({self.off_backward}): otherwise a row would turn valid before its input "
+                "priority has been given"
+            )
+        if isinstance(rng, np.random.Generator):
+            self.rng = rng
+        elif rng is None or isinstance(rng, (int, np.integer, np.random.SeedSequence)):
+            self.rng = np.random.default_rng(rng)
+        else:
+            raise TypeError(
+                f"rng must be a numpy.random.Generator, a seed or None, got {type(rng).__name__}"
+            )
+
+        self.size = self.T * self.B
+        self.n_leaves = 1 << (self.size - 1).bit_length()
+        self.depth = self.n_leaves.bit_length() - 1
+        self.tree = self._allocate(2 * self.n_leaves, np.float64)
+        self._cursor = self._allocate(2, np.int64)  # [t, t_total]
+        self.input_priorities = (
+            self._allocate((self.T, self.B), np.float64) if self.enable_input_priorities else None
+        )
+        self._make_views()
+
+    # --- storage -------------------------------------------------------------------------
+
+    def _allocate(self, shape: int | tuple[int, ...], dtype: Any) -> np.ndarray:
+        return np.zeros(shape, dtype)
+
+    def _make_views(self) -> None:
+        # Plain ndarray views for the arithmetic (the stored arrays may be a subclass).
+        self._nodes = self.tree.view(np.ndarray)
+        self._pairs = self._nodes.reshape(self.n_leaves, 2)  # row i = children of node i
+        self._inputs = (
+            None if self.input_priorities is None else self.input_priorities.view(np.ndarray)
+        )
+        self._sampled_leaves: np.ndarray | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        for derived in ("_nodes", "_pairs", "_inputs", "_sampled_leaves"):
+            del state[derived]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._make_views()
+
+    # --- read-only views -----------------------------------------------------------------
+
+    @property
+    def t(self) -> int:
+        """The cursor: next time row to be written."""
+        return int(self._cursor[0])
+
+    @property
+    def t_total(self) -> int:
+        """Time rows advanced in all, since construction."""
+        return int(self._cursor[1])
+
+    @property
+    def total(self) -> float:
+        """Sum of all priorities (the root)."""
+        return float(self._nodes[1])
+
+    def leaf_priorities(self) -> np.ndarray:
+        """Read-only ``[T, B]`` view of the leaf priorities."""
+        leaves = self._nodes[self.n_leaves : self.n_leaves + self.size].reshape(self.T, self.B)
+        leaves.flags.writeable = False
+        return leaves
+
+    def print_tree(self, level: int | None = None) -> None:
+        """Print the node values of every level, or only of ``level`` (0 is the root)."""
+        if level is None:
+            levels = range(self.depth + 1)
+        else:
+            levels = [_int_at_least("level", level, 0)]
+            if levels[0] > self.depth:
+                raise ValueError(f"level must be <= {self.depth} (the leaf level), got {level}")
+        for d in levels:
+            print(f"level {d}: {self._nodes[1 << d : 2 << d]}")
+
+    # --- writing -------------------------------------------------------------------------
+
+    def advance(self, T: int, priorities: Any = None) -> None:
+        """Account for ``T`` new rows just written at ``[t, t + T)`` (all ``B`` columns).
+
+        Rows whose n-step future is now complete turn valid (their input priority, or
+        ``default_value``); rows near the new cursor turn invalid (priority 0).  Optional
+        ``priorities`` (scalar, ``[B]`` or ``[T, B]``) need ``enable_input_priorities``.
+        """
+        n_new = _int_at_least("T", T, 0)
+        if priorities is not None and not self.enable_input_priorities:
+            raise ValueError(
+                "priorities were given to advance() but the tree was built with "
+                "enable_input_priorities=False"
+            )
+        limit = self.T - self.off_backward - self.off_forward
+        if n_new > limit:
+            raise ValueError(
+                f"advance(T={n_new}) exceeds T_tree - off_backward - off_forward = {limit}: the "
+                "rows turned valid and the rows invalid around the new cursor would overlap "
+                "in the ring"
+            )
+        if n_new == 0:
+            return
+        if self._inputs is not None:
+            if priorities is None:
+                values = np.float64(self.default_value)
+            else:
+                values = _as_priorities("priorities", priorities, (n_new, self.B))
+            t = int(self._cursor[0])
+            rows = (np.arange(t, t + n_new) - self.input_priority_shift) % self.T
+            self._inputs[rows] = values
+
+        t_total = int(self._cursor[1])
+        B, nodes, first_leaf = self.B, self._nodes, self.n_leaves
+        changed = []
+        on_start = max(t_total - self.off_backward, self.off_forward)
+        for lo, hi in self._ring_ranges(on_start, t_total + n_new - self.off_backward):
+            if self._inputs is None:
+                nodes[first_leaf + lo * B : first_leaf + hi * B] = self.default_value
+            else:
+                nodes[first_leaf + lo * B : first_leaf + hi * B] = self._inputs[lo:hi].ravel()
+            changed.append((lo, hi))
+        new_total = t_total + n_new
+        for lo, hi in self._ring_ranges(
+            new_total - self.off_backward, new_total + self.off_forward
+        ):
+            nodes[first_leaf + lo * B : first_leaf + hi * B] = 0.0
+            changed.append((lo, hi))
+        for lo, hi in changed:
+            self._propagate_range(first_leaf + lo * B, first_leaf + hi * B)
+        self._cursor[0] = new_total % self.T
+        self._cursor[1] = new_total
+
+    def _ring_ranges(self, start: int, stop: int) -> list[tuple[int, int]]:
+        """Absolute rows ``[start, stop)`` (at most ``T`` of them) as row ranges of the ring."""
+        n = stop - start
+        if n <= 0:
+            return []
+        lo = start % self.T
+        if lo + n <= self.T:
+            return [(lo, lo + n)]
+        return [(lo, self.T), (0, lo + n - self.T)]
+
+    def _propagate_range(self, lo: int, hi: int) -> None:
+        """Recompute the ancestors of the contiguous nodes ``[lo, hi)`` of the leaf level."""
+        nodes = self._nodes
+        while lo > 1:
+            lo, hi = lo >> 1, (hi + 1) >> 1
+            nodes[lo:hi] = nodes[2 * lo : 2 * hi : 2] + nodes[2 * lo + 1 : 2 * hi : 2]
+
+    def _propagate_nodes(self, leaf_nodes: np.ndarray) -> None:
+        """Recompute the ancestors of the given leaf-level nodes (repeats are harmless)."""
+        nodes, pairs, idx = self._nodes, self._pairs, leaf_nodes
+        for _ in range(self.depth):
+            idx = idx >> 1
+            children = pairs[idx]
+            nodes[idx] = children[:, 0] + children[:, 1]
+
+    def update_batch_priorities(self, priorities: Any) -> None:
+        """Set the leaves returned by the last :meth:`sample` to ``priorities`` (as given).
+
+        Where a leaf was sampled more than once, its last priority is kept.
+        """
+        leaves = self._sampled_leaves
+        if leaves is None:
+            raise RuntimeError("update_batch_priorities() called before any sample()")
+        values = np.asarray(priorities, dtype=np.float64)
+        if values.shape != leaves.shape:
+            raise ValueError(
+                f"priorities must have shape {leaves.shape} (one per sample of the last "
+                f"sample() call), got {values.shape}"
+            )
+        if not np.isfinite(values).all() or (values < 0).any():
+            raise ValueError(f"priorities must be finite and >= 0, got {values}")
+        # Keep the last occurrence of each leaf: first occurrence in the reversed order.
+        unique_leaves, first = np.unique(leaves[::-1], return_index=True)
+        leaf_nodes = unique_leaves + self.n_leaves
+        self._nodes[leaf_nodes] = values[::-1][first]
+        self._propagate_nodes(leaf_nodes)
+
+    # --- sampling ------------------------------------------------------------------------
+
+    def sample(self, n: int, unique: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Draw ``n`` slots with probability proportional to priority.
+
+        With ``unique=True`` the slots are distinct (successive draws without replacement,
+        each proportional to the priorities not drawn yet); the tree is not written to.
+
+        Returns:
+            ``(T_idxs, B_idxs, priorities)``: int64 row and column indexes and the priorities
+            of the drawn slots.  The slots are remembered for :meth:`update_batch_priorities`.
+        """
+        n = _int_at_least("n", n, 1)
+        total = self._nodes[1]
+        if not total > 0:
+            raise ValueError(
+                "no valid samples yet: every priority is 0 (advance the tree past "
+                "off_backward + off_forward rows first)"
+            )
+        if unique:
+            leaves = self._sample_unique(n, total)
+        else:
+            leaves = self._descend(self._uniforms(n, total))
+        self._sampled_leaves = leaves
+        return leaves // self.B, leaves % self.B, self._nodes[leaves + self.n_leaves]
+
+    def _uniforms(self, n: int, total: float) -> np.ndarray:
+        values = self.rng.random(n)
+        values *= total
+        # Rounding of random() * total could reach total itself; stay strictly below it.
+        np.minimum(values, np.nextafter(total, 0.0), out=values)
+        return values
+
+    def _descend(self, values: np.ndarray, overlay: list | None = None) -> np.ndarray:
+        """Leaves (0-based) where the cumulative priority reaches each of ``values``.
+
+        At each node the walk goes right when the value is at least the left sum and the
+        right sum is positive, so it never enters an all-zero subtree: the leaf reached has a
+        positive priority even where rounding left the value above the remaining sum.
+        ``overlay`` (from :meth:`_overlay`) replaces some node values by private ones.
+        """
+        pairs = self._pairs
+        idx = np.ones(values.shape, np.int64)
+        for level in range(1, self.depth + 1):
+            children = pairs[idx]
+            if overlay is not None:
+                keys, replacements = overlay[level]
+                for side in (0, 1):
+                    nodes = 2 * idx + side
+                    pos = np.minimum(np.searchsorted(keys, nodes), len(keys) - 1)
+                    hit = keys[pos] == nodes
+                    children[hit, side] = replacements[pos[hit]]
+            left = children[:, 0]
+            go_right = (values >= left) & (children[:, 1] > 0)
+            values -= left * go_right
+            idx = 2 * idx + go_right
+        return idx - self.n_leaves
+
+    def _overlay(self, zeroed_leaves: np.ndarray) -> list:
+        """Per level, sorted node ids and their values as if ``zeroed_leaves`` were 0.
+
+        The values are recomputed from children exactly as the tree would be, without
+        writing to it, so concurrent readers of a shared tree are not disturbed.
+        """
+        keys = np.unique(zeroed_leaves + self.n_leaves)
+        overlay: list = [None] * (self.depth + 1)
+        overlay[self.depth] = (keys, np.zeros(len(keys)))
+        for level in range(self.depth, 0, -1):
+            child_keys, child_values = overlay[level]
+            parents = np.unique(child_keys >> 1)
+            children = self._pairs[parents]
+            for side in (0, 1):
+                nodes = 2 * parents + side
+                pos = np.minimum(np.searchsorted(child_keys, nodes), len(child_keys) - 1)
+                hit = child_keys[pos] == nodes
+                children[hit, side] = child_values[pos[hit]]
+            overlay[level - 1] = (parents, children[:, 0] + children[:, 1])
+        return overlay
+
+    def _sample_unique(self, n: int, total: float) -> np.ndarray:
+        if n > self.size:
+            raise ValueError(f"cannot draw {n} unique samples from a tree of {self.size} slots")
+        chosen = np.empty(0, np.int64)
+        overlay = None
+        remaining = total
+        while len(chosen) < n:
+            if not remaining > 0:
+                raise ValueError(
+                    f"cannot draw {n} unique samples: only {len(chosen)} slots have a "
+                    "nonzero priority"
+                )
+            missing = n - len(chosen)
+            # Draws with replacement; keeping new leaves in order of first appearance is
+            # the same as drawing one at a time without replacement.  Extra draws make
+            # a second round rarer.
+            draws = self._descend(self._uniforms(2 * missing, remaining), overlay)
+            new, first = np.unique(draws, return_index=True)
+            new = new[np.argsort(first, kind="stable")[:missing]]
+            chosen = np.concatenate([chosen, new])
+            if len(chosen) < n:
+                overlay = self._overlay(chosen)
+                remaining = overlay[0][1][0]
+        return chosen
+
+    # --- checkpoints ---------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to resume: tree, cursor, input priorities, rng state, config."""
+        state: dict[str, Any] = {
+            "T": self.T,
+            "B": self.B,
+            "off_backward": self.off_backward,
+            "off_forward": self.off_forward,
+            "default_value": self.default_value,
+            "enable_input_priorities": self.enable_input_priorities,
+            "input_priority_shift": self.input_priority_shift,
+            "tree": np.array(self._nodes),
+            "cursor": np.array(self._cursor.view(np.ndarray)),
+            "rng_state": self.rng.bit_generator.state,
+        }
+        if self._inputs is not None:
+            state["input_priorities"] = np.array(self._inputs)
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore a :meth:`state_dict` of a tree built with the same arguments (in place)."""
+        config = (
+            "T",
+            "B",
+            "off_backward",
+            "off_forward",
+            "default_value",
+            "enable_input_priorities",
+            "input_priority_shift",
+        )
+        for key in config:
+            if key not in state or state[key] != getattr(self, key):
+                raise ValueError(
+                    f"state_dict has {key}={state.get(key, '<missing>')!r} but this tree has "
+                    f"{key}={getattr(self, key)!r}"
+                )
+        arrays = {
+            "tree": (np.float64, self._nodes.shape),
+            "cursor": (np.int64, (2,)),
+        }
+        if self._inputs is not None:
+            arrays["input_priorities"] = (np.float64, self._inputs.shape)
+        loaded = {}
+        for key, (dtype, shape) in arrays.items():
+            loaded[key] = np.asarray(state[key], dtype=dtype)
+            if loaded[key].shape != shape:
+                raise ValueError(
+                    f"state_dict[{key!r}] has shape {loaded[key].shape}, expected {shape}"
+                )
+        self.rng.bit_generator.state = state["rng_state"]
+        self._nodes[...] = loaded["tree"]
+        self._cursor[...] = loaded["cursor"]
+        if self._inputs is not None:
+            self._inputs[...] = loaded["input_priorities"]
+        self._sampled_leaves = None
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(T={self.T}, B={self.B}, off_backward={self.off_backward}, "
+            f"off_forward={self.off_forward}, t={self.t}, total={self.total:.6g})"
+        )
+
+
+class AsyncSumTree(SumTree):
+    """A :class:`SumTree` whose tree, cursor and input priorities are in shared memory.
+
+    Pickling it (as a ``Process`` argument or through a queue, under ``fork``,
+    ``forkserver`` or ``spawn``) gives the other process the same tree and cursor.  Writes
+    (``advance``, ``update_batch_priorities``, ``load_state_dict``) must be serialised by
+    the caller, e.g. the replay buffer's read-write lock; ``sample`` only reads the tree.
+    The leaves remembered by ``sample`` belong to each process, and the random generator
+    is copied with the object: give each sampling process its own (``tree.rng = ...``).
+    """
+
+    def _allocate(self, shape: int | tuple[int, ...], dtype: Any) -> np.ndarray:
+        return np_mp_array(shape, dtype)

@@ -1,0 +1,219 @@
+"""Single-transition buffers against the reference world: what they return is always a
+valid transition, with the right returns, histories and targets."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from replay_world import World, decode
+
+from rl_replay import (
+    PrioritiesSamplesToBuffer,
+    PrioritizedReplayBuffer,
+    PrioritizedReplayFrameBuffer,
+    SamplesToBuffer,
+    TlPrioritizedReplayBuffer,
+    TlUniformReplayBuffer,
+    UniformReplayBuffer,
+    UniformReplayFrameBuffer,
+)
+
+DISCOUNT = 0.9
+
+
+def check_batch(batch, world, buffer):
+    """Every transition valid and consistent with the world."""
+    n, f = buffer.n_step_return, buffer.off_forward
+    oldest = max(0, world.W - buffer.T)
+    for i in range(len(batch.action)):
+        a, b = decode(batch.agent_inputs.observation[i])
+        assert oldest + f <= a, "history or previous action overwritten"
+        assert a + n <= world.W - 1, "target not written yet"
+        np.testing.assert_array_equal(batch.agent_inputs.observation[i], world.observation(a, b))
+        assert batch.action[i] == world.action[a, b]
+        assert batch.agent_inputs.prev_action[i] == world.previous(world.action, a, b)
+        assert batch.agent_inputs.prev_reward[i] == world.previous(world.reward, a, b)
+        return_, done_n, timeout_n = world.n_step(a, b, n, DISCOUNT)
+        assert batch.return_[i] == pytest.approx(return_, rel=1e-5, abs=1e-5)
+        assert batch.done[i] == world.done[a, b] and batch.done_n[i] == done_n
+        target = batch.target_inputs
+        np.testing.assert_array_equal(target.observation[i], world.observation(a + n, b))
+        assert target.prev_action[i] == world.previous(world.action, a + n, b)
+        if buffer.time_limit:
+            assert batch.timeout[i] == world.timeout[a, b] and batch.timeout_n[i] == timeout_n
+
+
+def expected_valid(buffer, world):
+    return (min(world.W, buffer.T) - buffer.n_step_return - buffer.off_forward) * buffer.B
+
+
+@st.composite
+def setups(draw, frames=None):
+    B = draw(st.integers(1, 3))
+    n_frames = draw(st.integers(1, 4)) if frames else 0
+    n = draw(st.integers(1, 4))
+    T = draw(st.integers(max(1, n_frames - 1) + n + 1, 30))
+    chunks = draw(st.lists(st.integers(1, T), min_size=1, max_size=12))
+    batch_B = draw(st.integers(1, 12))
+    done_prob = draw(st.sampled_from([0.0, 0.2, 0.6]))
+    return B, n_frames, n, T, chunks, batch_B, done_prob
+
+
+def run(cls, setup, seed, timeout_prob=0.0, **kwargs):
+    B, n_frames, n, T, chunks, batch_B, done_prob = setup
+    world = World(B, n_frames, done_prob, timeout_prob, seed=seed)
+    buffer = cls(world.example(), T * B, B, DISCOUNT, n, seed=seed, **kwargs)
+    for T_new in chunks:
+        buffer.append_samples(world.chunk(T_new))
+        valid = expected_valid(buffer, world)
+        if valid < 1 or batch_B > valid:
+            with pytest.raises(ValueError, match=r"not enough data|larger than"):
+                buffer.sample_batch(batch_B)
+            continue
+        batch = buffer.sample_batch(batch_B)
+        check_batch(batch, world, buffer)
+        if hasattr(buffer, "update_batch_priorities"):
+            assert batch.is_weights.max() == pytest.approx(1.0)
+            buffer.update_batch_priorities(world.rng.random(batch_B) + 0.01)
+    return buffer, world
+
+
+SETTINGS = settings(max_examples=60, deadline=None)
+
+
+@SETTINGS
+@given(setup=setups(), seed=st.integers(0, 2**16))
+def test_uniform_never_returns_an_invalid_transition(setup, seed):
+    run(UniformReplayBuffer, setup, seed)
+
+
+@SETTINGS
+@given(setup=setups(frames=True), seed=st.integers(0, 2**16))
+def test_uniform_frames_rebuild_histories(setup, seed):
+    buffer, _ = run(UniformReplayFrameBuffer, setup, seed)
+    assert buffer.samples.observation is None  # frames are stored once, apart
+
+
+@SETTINGS
+@given(setup=setups(), seed=st.integers(0, 2**16))
+def test_prioritized_never_returns_an_invalid_transition(setup, seed):
+    run(PrioritizedReplayBuffer, setup, seed)
+
+
+@SETTINGS
+@given(setup=setups(frames=True), seed=st.integers(0, 2**16), unique=st.booleans())
+def test_prioritized_frames(setup, seed, unique):
+    run(PrioritizedReplayFrameBuffer, setup, seed, unique=unique)
+
+
+@SETTINGS
+@given(setup=setups(), seed=st.integers(0, 2**16))
+def test_time_limit_buffers_carry_timeouts(setup, seed):
+    run(TlUniformReplayBuffer, setup, seed, timeout_prob=0.5)
+    run(TlPrioritizedReplayBuffer, setup, seed, timeout_prob=0.5)
+
+
+def test_frames_are_stored_once():
+    world = World(B=8, n_frames=4, seed=1)
+    plain = UniformReplayBuffer(world.example(), 8000, 8)
+    framed = UniformReplayFrameBuffer(world.example(), 8000, 8)
+    assert framed.samples_frames.nbytes * 4 == pytest.approx(
+        plain.samples.observation.nbytes, rel=0.01
+    )
+
+
+def test_prioritized_sampling_follows_priorities():
+    """Transitions come back in proportion to priority ** alpha (chi-square, fixed seed)."""
+    world = World(B=2, done_prob=0.0, seed=3)
+    alpha = 0.7
+    buffer = PrioritizedReplayBuffer(
+        world.example(), 40, 2, alpha=alpha, input_priorities=True, seed=3
+    )
+    priorities = 1.0 + np.arange(20)[:, None] + 20.0 * np.arange(2)[None, :]  # p(a, b)
+    buffer.append_samples(PrioritiesSamplesToBuffer(priorities, world.chunk(20)))
+    valid = [(a, b) for a in range(1, 19) for b in range(2)]  # not 0 (no previous), not 19
+    counts = dict.fromkeys(valid, 0)
+    for _ in range(1000):
+        batch = buffer.sample_batch(36)
+        for observation in batch.agent_inputs.observation:
+            counts[decode(observation)] += 1  # a KeyError here is an invalid transition
+    weights = np.array([priorities[a, b] ** alpha for a, b in valid])
+    expected = weights / weights.sum() * 36_000
+    observed = np.array([counts[key] for key in valid])
+    chi_square = ((observed - expected) ** 2 / expected).sum()
+    assert chi_square < 70  # 35 degrees of freedom: P(chi2 > 70) < 0.0005
+
+
+def test_input_priorities_and_shift():
+    world = World(B=2, done_prob=0.0, seed=4)
+    buffer = PrioritizedReplayBuffer(
+        world.example(), 40, 2, alpha=1.0, input_priorities=True, input_priority_shift=1, seed=4
+    )
+    priorities = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0], [7.0, 8.0]])
+    buffer.append_samples(PrioritiesSamplesToBuffer(priorities, world.chunk(4)))
+    leaves = buffer.priorities.tree.leaf_priorities()
+    # Shifted one step back: step k's priority lands on step k - 1; valid steps are 1 and 2.
+    np.testing.assert_array_equal(leaves[1:3], priorities[2:4])
+    with pytest.raises(ValueError, match="input_priorities=False"):
+        PrioritizedReplayBuffer(world.example(), 40, 2).append_samples(
+            PrioritiesSamplesToBuffer(priorities, world.chunk(4))
+        )
+
+
+def test_bad_samples_are_refused_before_anything_is_written():
+    world = World(B=2, seed=5)
+    buffer = UniformReplayBuffer(world.example(), 40, 2, n_step_return=2)
+    good = world.chunk(3)
+    with pytest.raises(ValueError, match=r"leading dims \[T, B=2\]"):
+        buffer.append_samples(good[:, :1])
+    with pytest.raises(ValueError, match="example's fields"):
+        buffer.append_samples(good.observation)
+    with pytest.raises(ValueError, match="1 to 20 time steps"):
+        buffer.append_samples(world.chunk(21))
+    assert buffer.t_total == 0
+    with pytest.raises(ValueError, match="not enough data to sample yet"):
+        buffer.sample_batch(1)
+    buffer.append_samples(good)
+    buffer.append_samples(world.chunk(3))
+    with pytest.raises(ValueError, match="larger than the 6 valid samples"):
+        buffer.sample_batch(7)
+    with pytest.raises(ValueError, match="batch_B must be a positive integer"):
+        buffer.sample_batch(0)
+
+
+def test_bad_construction_is_refused():
+    example = World(B=1).example()
+    with pytest.raises(ValueError, match="B must be a positive integer"):
+        UniformReplayBuffer(example, 10, 0)
+    with pytest.raises(ValueError, match="too few"):
+        UniformReplayBuffer(example, 4, 1, n_step_return=3)
+    with pytest.raises(ValueError, match="fields"):
+        UniformReplayBuffer((1, 2), 10, 1)
+    with pytest.raises(ValueError, match="timeout"):
+        TlUniformReplayBuffer(example, 10, 1)
+    with pytest.raises(ValueError, match=r"observations \[n_frames, \.\.\.\]"):
+        UniformReplayFrameBuffer(
+            SamplesToBuffer(np.zeros(3), np.int64(0), np.float32(0), False), 10, 1
+        )
+
+
+@pytest.mark.parametrize("cls", [UniformReplayFrameBuffer, PrioritizedReplayFrameBuffer])
+def test_save_and_load_resume_exactly(tmp_path, cls):
+    world = World(B=2, n_frames=3, seed=6)
+    chunks = [world.chunk(5) for _ in range(6)]
+    original = cls(world.example(), 40, 2, DISCOUNT, 2, seed=6)
+    for chunk in chunks[:4]:
+        original.append_samples(chunk)
+    original.save(tmp_path / "replay.npz")
+    restored = cls(world.example(), 40, 2, DISCOUNT, 2, seed=123)
+    restored.load(tmp_path / "replay.npz")
+    for chunk in chunks[4:]:
+        original.append_samples(chunk)
+        restored.append_samples(chunk)
+        a, b = original.sample_batch(8), restored.sample_batch(8)
+        for x, y in zip(a.agent_inputs, b.agent_inputs, strict=True):
+            np.testing.assert_array_equal(x, y)
+        np.testing.assert_array_equal(a.return_, b.return_)
+    assert [p.name for p in tmp_path.iterdir()] == ["replay.npz"]  # no temporary left
+    with pytest.raises(ValueError, match="same arguments"):
+        cls(world.example(), 60, 2, DISCOUNT, 2).load(tmp_path / "replay.npz")

@@ -1,0 +1,142 @@
+"""Sequence buffers against the reference world: every returned sequence is whole, valid,
+starts at a stored rnn state, and matches the world step by step."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from replay_world import World, decode
+
+from rl_replay import (
+    PrioritiesSamplesToBuffer,
+    PrioritizedSequenceReplayBuffer,
+    PrioritizedSequenceReplayFrameBuffer,
+    UniformSequenceReplayBuffer,
+    UniformSequenceReplayFrameBuffer,
+)
+
+DISCOUNT = 0.95
+
+
+def check_sequences(batch, world, buffer, batch_T):
+    n, f, interval = buffer.n_step_return, buffer.off_forward, buffer.rnn_state_interval
+    oldest = max(0, world.W - buffer.T)
+    L = batch_T + n
+    assert batch.all_observation.shape[:2] == (L, len(batch.return_[0]))
+    assert batch.return_.shape[0] == batch_T
+    for j in range(batch.all_observation.shape[1]):
+        a, b = decode(batch.all_observation[0, j])
+        assert oldest + f <= a and a + L - 1 <= world.W - 1, "sequence crosses invalid data"
+        if interval > 1:
+            assert a % interval == 0, "sequence does not start at a stored rnn state"
+        if interval >= 1:
+            np.testing.assert_array_equal(batch.init_rnn_state[j], world.rnn_state(a, b))
+        else:
+            assert batch.init_rnn_state is None
+        for i in range(L):
+            np.testing.assert_array_equal(batch.all_observation[i, j], world.observation(a + i, b))
+            assert batch.all_action[i, j] == world.previous(world.action, a + i, b)
+            assert batch.all_reward[i, j] == world.previous(world.reward, a + i, b)
+        for i in range(batch_T):
+            return_, done_n, _ = world.n_step(a + i, b, n, DISCOUNT)
+            assert batch.return_[i, j] == pytest.approx(return_, rel=1e-5, abs=1e-5)
+            assert batch.done[i, j] == world.done[a + i, b] and batch.done_n[i, j] == done_n
+
+
+@st.composite
+def setups(draw):
+    B = draw(st.integers(1, 3))
+    n_frames = draw(st.sampled_from([0, 1, 2, 4]))
+    interval = draw(st.integers(0, 3))
+    n = draw(st.integers(1, 3))
+    batch_T = draw(st.integers(1, 5))
+    T = draw(st.integers(batch_T + n + max(1, n_frames - 1) + 1, 40))
+    unit = max(interval, 1)
+    chunks = draw(st.lists(st.integers(1, max(1, T // unit)).map(lambda k: k * unit), max_size=10))
+    batch_B = draw(st.integers(1, 8))
+    return B, n_frames, interval, n, batch_T, T, chunks, batch_B
+
+
+def run(setup, seed, prioritized):
+    B, n_frames, interval, n, batch_T, T, chunks, batch_B = setup
+    world = World(B, n_frames, done_prob=0.15, rnn=interval > 0, seed=seed)
+    example = world.example()
+    if prioritized:
+        cls = PrioritizedSequenceReplayFrameBuffer if n_frames else PrioritizedSequenceReplayBuffer
+    else:
+        cls = UniformSequenceReplayFrameBuffer if n_frames else UniformSequenceReplayBuffer
+    buffer = cls(
+        example, T * B, B, interval, batch_T, discount=DISCOUNT, n_step_return=n, seed=seed
+    )
+    for T_new in chunks:
+        T_new = min(T_new, buffer.T)
+        buffer.append_samples(world.chunk(T_new))
+        n_valid, _ = buffer._valid_starts(buffer._off_backward(batch_T), max(interval, 1))
+        if n_valid == 0 or batch_B > n_valid * B:
+            with pytest.raises(ValueError, match=r"not enough data|larger than"):
+                buffer.sample_batch(batch_B)
+            continue
+        batch = buffer.sample_batch(batch_B)
+        check_sequences(batch, world, buffer, batch_T)
+        if prioritized:
+            buffer.update_batch_priorities(world.rng.random(batch_B) + 0.01)
+
+
+@settings(max_examples=60, deadline=None)
+@given(setup=setups(), seed=st.integers(0, 2**16))
+def test_uniform_sequences_are_whole_and_valid(setup, seed):
+    run(setup, seed, prioritized=False)
+
+
+@settings(max_examples=60, deadline=None)
+@given(setup=setups(), seed=st.integers(0, 2**16))
+def test_prioritized_sequences_are_whole_and_valid(setup, seed):
+    run(setup, seed, prioritized=True)
+
+
+def test_rnn_states_are_stored_once_per_interval():
+    world = World(B=2, rnn=True, seed=1)
+    buffer = UniformSequenceReplayBuffer(world.example(), 80, 2, rnn_state_interval=4, batch_T=3)
+    assert buffer.samples.prev_rnn_state is None
+    assert buffer.samples_prev_rnn_state.shape == (10, 2, 2)
+    buffer.append_samples(world.chunk(6))  # steps 0..5: states of steps 0 and 4 kept
+    np.testing.assert_array_equal(buffer.samples_prev_rnn_state[:2, 1], [[1, 2], [5, 2]])
+
+
+def test_input_priorities_shift_to_the_sequence_start():
+    """R2D1's scheme: priorities computed on a batch go to the start of its warm-up."""
+    world = World(B=1, done_prob=0.0, rnn=True, seed=2)
+    buffer = PrioritizedSequenceReplayBuffer(
+        world.example(),
+        40,
+        1,
+        rnn_state_interval=2,
+        batch_T=4,
+        input_priorities=True,
+        input_priority_shift=1,
+        alpha=1.0,
+    )
+    for k in range(6):
+        buffer.append_samples(PrioritiesSamplesToBuffer(np.array([k + 1.0]), world.chunk(2)))
+    leaves = buffer.priorities.tree.leaf_priorities()[:, 0]
+    # 12 steps written: a sequence of 4 + 1 steps, with its previous step, fits at starts
+    # 2, 4 and 6 (states 1, 2, 3); append k's priority k + 1 went to state k - 1.
+    np.testing.assert_array_equal(leaves[:5], [0, 3, 4, 5, 0])
+    assert leaves.sum() == 12
+
+
+def test_sequence_errors():
+    world = World(B=2, rnn=True, seed=3)
+    with pytest.raises(ValueError, match="needs batch_T"):
+        PrioritizedSequenceReplayBuffer(world.example(), 40, 2, 2, None)
+    buffer = PrioritizedSequenceReplayBuffer(world.example(), 40, 2, 2, 3)
+    with pytest.raises(ValueError, match="whole rnn-state intervals"):
+        buffer.append_samples(world.chunk(3))
+    assert buffer.t_total == 0  # refused before writing
+    with pytest.raises(ValueError, match="prev_rnn_state"):
+        UniformSequenceReplayBuffer(World(B=1).example(), 40, 1, 2)
+    uniform = UniformSequenceReplayBuffer(world.example(), 40, 2, 1)
+    with pytest.raises(ValueError, match="give batch_T"):
+        uniform.sample_batch(2)
+    with pytest.raises(ValueError, match="does not fit"):
+        uniform.sample_batch(2, batch_T=20)
