@@ -140,3 +140,29 @@ def test_sequence_errors():
         uniform.sample_batch(2)
     with pytest.raises(ValueError, match="does not fit"):
         uniform.sample_batch(2, batch_T=20)
+
+
+def test_save_and_load_keep_rnn_states_and_priorities(tmp_path):
+    world = World(B=2, n_frames=2, rnn=True, seed=7)
+    chunks = [world.chunk(4) for _ in range(8)]
+
+    def make(seed):
+        return PrioritizedSequenceReplayFrameBuffer(
+            world.example(), 48, 2, rnn_state_interval=2, batch_T=3, seed=seed
+        )
+
+    original = make(7)
+    for chunk in chunks[:5]:
+        original.append_samples(chunk)
+    original.sample_batch(4)
+    original.update_batch_priorities([0.5, 2.0, 3.0, 0.1])
+    original.save(tmp_path / "r2d1.npz")
+    restored = make(99)
+    restored.load(tmp_path / "r2d1.npz")
+    for chunk in chunks[5:]:
+        for buffer in (original, restored):
+            buffer.append_samples(chunk)
+        a, b = original.sample_batch(4), restored.sample_batch(4)
+        np.testing.assert_array_equal(a.all_observation, b.all_observation)
+        np.testing.assert_array_equal(a.init_rnn_state, b.init_rnn_state)
+        np.testing.assert_array_equal(a.is_weights, b.is_weights)

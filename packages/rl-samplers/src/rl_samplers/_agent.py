@@ -1,0 +1,33 @@
+"""What the samplers need from an agent; declared here so rl-samplers never imports
+rl-agents (any object with these methods will do)."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+__all__ = ["SamplerAgent"]
+
+
+@runtime_checkable
+class SamplerAgent(Protocol):
+    """The agent methods a sampler calls.  Inputs and outputs of ``step`` and ``value`` are
+    torch tensors with a leading ``[B]`` dim; ``step`` returns ``AgentStep(action,
+    agent_info)``."""
+
+    def initialize(
+        self, env_spaces: Any, share_memory: bool = False, global_B: int = 1, env_ranks: Any = None
+    ) -> None: ...
+
+    def step(self, observation: Any, prev_action: Any, prev_reward: Any) -> Any: ...
+
+    def value(self, observation: Any, prev_action: Any, prev_reward: Any) -> Any: ...
+
+    def reset(self) -> None: ...
+
+    def reset_one(self, idx: int) -> None: ...
+
+    def sample_mode(self, itr: int) -> None: ...
+
+    def eval_mode(self, itr: int) -> None: ...
+
+    def sync_shared_memory(self) -> None: ...

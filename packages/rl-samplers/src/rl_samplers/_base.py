@@ -1,0 +1,115 @@
+"""What every sampler shares: arguments, environment seeds, the sample buffer, and the
+``initialize / obtain_samples / evaluate_agent / shutdown`` life cycle."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from rl_arrays import BatchSpec
+
+from ._samples_buffer import build_samples_buffer, get_example_outputs
+from ._traj_info import TrajInfo
+
+__all__ = ["BaseSampler"]
+
+
+class BaseSampler:
+    """Collects ``[batch_T, batch_B]`` batches of agent-environment interaction.
+
+    ``EnvCls(**env_kwargs)`` makes each environment (it must pickle, with its kwargs, for
+    parallel samplers started with spawn or forkserver).  Evaluation runs ``eval_n_envs``
+    environments for at most ``eval_max_steps`` steps in all, stopping early once
+    ``eval_max_trajectories`` episodes are complete.
+    """
+
+    def __init__(
+        self,
+        EnvCls: Any,
+        env_kwargs: dict[str, Any] | None,
+        batch_T: int,
+        batch_B: int,
+        CollectorCls: Any,
+        max_decorrelation_steps: int = 100,
+        TrajInfoCls: type[TrajInfo] = TrajInfo,
+        eval_n_envs: int = 0,
+        eval_CollectorCls: Any = None,
+        eval_env_kwargs: dict[str, Any] | None = None,
+        eval_max_steps: int | None = None,
+        eval_max_trajectories: int | None = None,
+    ):
+        if not callable(EnvCls):
+            raise TypeError(f"EnvCls must make an environment when called, got {EnvCls!r}")
+        self.batch_spec = BatchSpec(batch_T, batch_B)
+        if max_decorrelation_steps < 0:
+            raise ValueError(f"max_decorrelation_steps must be >= 0, got {max_decorrelation_steps}")
+        if eval_n_envs < 0:
+            raise ValueError(f"eval_n_envs must be >= 0, got {eval_n_envs}")
+        if eval_n_envs > 0 and (eval_max_steps is None or eval_max_steps < eval_n_envs):
+            raise ValueError(
+                f"evaluation needs eval_max_steps >= eval_n_envs={eval_n_envs}, "
+                f"got {eval_max_steps}"
+            )
+        if eval_max_trajectories is not None and eval_max_trajectories < 1:
+            raise ValueError(f"eval_max_trajectories must be >= 1, got {eval_max_trajectories}")
+        self.EnvCls, self.env_kwargs = EnvCls, dict(env_kwargs or {})
+        self.CollectorCls, self.eval_CollectorCls = CollectorCls, eval_CollectorCls
+        self.max_decorrelation_steps = int(max_decorrelation_steps)
+        self.TrajInfoCls = TrajInfoCls
+        self.eval_n_envs = int(eval_n_envs)
+        self.eval_env_kwargs = dict(self.env_kwargs if eval_env_kwargs is None else eval_env_kwargs)
+        self.eval_max_T = eval_max_steps // eval_n_envs if eval_n_envs else 0
+        self.eval_max_trajectories = eval_max_trajectories
+
+    @property
+    def batch_size(self) -> int:
+        return self.batch_spec.size
+
+    def _seeds(self, seed: int | None, rank: int) -> np.random.SeedSequence:
+        """Where every environment's seed comes from: the run's seed and this rank."""
+        return np.random.SeedSequence(seed).spawn(rank + 1)[rank]
+
+    def _env_seeds(self, seed: int | None, rank: int, n: int, offset: int = 0) -> list[int]:
+        """Seeds for environments ``offset .. offset + n`` of this rank: the same env index
+        gets the same seed whichever sampler (and how many workers) steps it."""
+        children = self._seeds(seed, rank).spawn(offset + n)[offset:]
+        return [int(c.generate_state(1)[0]) for c in children]
+
+    def _examples_and_buffer(
+        self,
+        agent: Any,
+        bootstrap_value: bool,
+        traj_info_kwargs: dict[str, Any] | None,
+        shared: bool,
+    ) -> dict[str, Any]:
+        for key, value in (traj_info_kwargs or {}).items():
+            setattr(self.TrajInfoCls, "_" + key, value)
+        env = self.EnvCls(**self.env_kwargs)
+        try:
+            examples = get_example_outputs(agent, env)
+        finally:
+            env.close()
+        self.samples_pyt, self.samples_np = build_samples_buffer(
+            examples, self.batch_spec, bootstrap_value, shared
+        )
+        return examples
+
+    def initialize(self, agent: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def obtain_samples(self, itr: int) -> tuple[Any, list[TrajInfo]]:
+        """One batch: ``(samples as torch tensors [T, B], completed trajectory infos)``."""
+        raise NotImplementedError
+
+    def evaluate_agent(self, itr: int) -> list[TrajInfo]:
+        raise NotImplementedError
+
+    def shutdown(self) -> None:
+        """Close environments and end any worker process."""
+
+    def __enter__(self) -> BaseSampler:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()

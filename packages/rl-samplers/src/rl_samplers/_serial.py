@@ -1,0 +1,86 @@
+"""The serial sampler: everything in the calling process (simple, and easy to debug)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._base import BaseSampler
+from ._collectors import CpuResetCollector, SerialEvalCollector
+
+__all__ = ["SerialSampler"]
+
+
+class SerialSampler(BaseSampler):
+    """Steps ``batch_B`` environments in this process with a CPU-style collector."""
+
+    def __init__(
+        self,
+        *args: Any,
+        CollectorCls: Any = CpuResetCollector,
+        eval_CollectorCls: Any = SerialEvalCollector,
+        **kwargs: Any,
+    ):
+        super().__init__(
+            *args, CollectorCls=CollectorCls, eval_CollectorCls=eval_CollectorCls, **kwargs
+        )
+
+    def initialize(
+        self,
+        agent: Any,
+        affinity: dict[str, Any] | None = None,
+        seed: int | None = None,
+        bootstrap_value: bool = False,
+        traj_info_kwargs: dict[str, Any] | None = None,
+        rank: int = 0,
+        world_size: int = 1,
+    ) -> dict[str, Any]:
+        """Make the environments, initialize the agent, allocate the batch; return one
+        example of every field (to size replay buffers)."""
+        B = self.batch_spec.B
+        self.envs = [self.EnvCls(**self.env_kwargs) for _ in range(B)]
+        for env, env_seed in zip(self.envs, self._env_seeds(seed, rank, B), strict=True):
+            env.seed(env_seed)
+        agent.initialize(
+            self.envs[0].spaces,
+            share_memory=False,
+            global_B=B * world_size,
+            env_ranks=list(range(rank * B, (rank + 1) * B)),
+        )
+        examples = self._examples_and_buffer(agent, bootstrap_value, traj_info_kwargs, shared=False)
+        self.agent = agent
+        self.collector = self.CollectorCls(
+            rank=0,
+            envs=self.envs,
+            samples_np=self.samples_np,
+            batch_T=self.batch_spec.T,
+            TrajInfoCls=self.TrajInfoCls,
+            agent=agent,
+            env_seeds=self._env_seeds(seed, rank, B),
+        )
+        self.agent_inputs, self.traj_infos = self.collector.start_envs(self.max_decorrelation_steps)
+        self.collector.start_agent()
+        if self.eval_n_envs > 0:
+            self.eval_envs = [self.EnvCls(**self.eval_env_kwargs) for _ in range(self.eval_n_envs)]
+            eval_seeds = self._env_seeds(seed, rank, self.eval_n_envs, offset=B)
+            for env, env_seed in zip(self.eval_envs, eval_seeds, strict=True):
+                env.seed(env_seed)
+            self.eval_collector = self.eval_CollectorCls(
+                self.eval_envs, agent, self.TrajInfoCls, self.eval_max_T, self.eval_max_trajectories
+            )
+        return examples
+
+    def obtain_samples(self, itr: int) -> tuple[Any, list[Any]]:
+        self.collector.reset_if_needed(self.agent_inputs)
+        self.agent_inputs, self.traj_infos, completed = self.collector.collect_batch(
+            self.agent_inputs, self.traj_infos, itr
+        )
+        return self.samples_pyt, completed
+
+    def evaluate_agent(self, itr: int) -> list[Any]:
+        if self.eval_n_envs == 0:
+            raise RuntimeError("this sampler was made with eval_n_envs=0")
+        return self.eval_collector.collect_evaluation(itr)
+
+    def shutdown(self) -> None:
+        for env in getattr(self, "envs", []) + getattr(self, "eval_envs", []):
+            env.close()

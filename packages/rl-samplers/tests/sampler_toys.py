@@ -1,0 +1,97 @@
+"""A toy environment and agent for sampler tests; importable by spawned workers.
+
+``CountingEnv``: the observation is ``[time in episode, env seed tag, episodes so far]``;
+episodes last a random length drawn from the env's seeded rng, so data depends on seeding
+exactly as a real env's would.  ``EchoAgent`` acts deterministically from its inputs and
+records what it was told (reset_one calls), so collectors can be checked step by step.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import torch
+
+from rl_arrays import AgentStep, namedarraytuple
+from rl_samplers import Env, FloatBox, IntBox
+
+CountInfo = namedarraytuple("CountInfo", ["timeout", "traj_done"])
+AgentInfo = namedarraytuple("AgentInfo", ["value"])
+
+
+class CountingEnv(Env):
+    def __init__(self, max_len=7, n_actions=3, crash_at=None, horizon=None):
+        self.max_len, self.crash_at, self._horizon = max_len, crash_at, horizon
+        self._observation_space = FloatBox(-1e6, 1e6, shape=(3,))
+        self._action_space = IntBox(0, n_actions)
+        self.rng = np.random.default_rng()
+        self.tag, self.episodes, self.steps_total = 0.0, 0, 0
+
+    def seed(self, seed):
+        super().seed(seed)
+        self.rng = np.random.default_rng(seed)
+        self.tag = float(seed % 1000)
+
+    def reset(self):
+        self.t, self.length = 0, int(self.rng.integers(2, self.max_len + 1))
+        self.episodes += 1
+        return self._obs()
+
+    def _obs(self):
+        return np.array([self.t, self.tag, self.episodes], np.float32)
+
+    def step(self, action):
+        self.t += 1
+        self.steps_total += 1
+        if self.crash_at is not None and self.steps_total >= self.crash_at:
+            raise RuntimeError(f"CountingEnv crashed on purpose in process {os.getpid()}")
+        done = self.t >= self.length
+        timeout = bool(self._horizon and self.t >= self._horizon)
+        reward = float(action) + 0.5 * self.t
+        return self._env_step(done or timeout, reward, timeout)
+
+    def _env_step(self, done, reward, timeout):
+        from rl_arrays import EnvStep
+
+        return EnvStep(self._obs(), reward, done, CountInfo(timeout, done))
+
+    @property
+    def horizon(self):
+        return self._horizon
+
+
+class EchoAgent:
+    """action = (time in episode + previous action) % n; value = observation's time."""
+
+    def __init__(self):
+        self.resets = []
+
+    def initialize(self, env_spaces, share_memory=False, global_B=1, env_ranks=None):
+        self.n = env_spaces.action.n
+        self.env_ranks = env_ranks
+        self.weight = torch.zeros(1)
+        if share_memory:
+            self.weight.share_memory_()
+
+    def step(self, observation, prev_action, prev_reward):
+        action = (observation[..., 0].long() + prev_action.long() + self.weight.long()) % self.n
+        return AgentStep(action, AgentInfo(value=observation[..., 0] + prev_reward * 0))
+
+    def value(self, observation, prev_action, prev_reward):
+        return observation[..., 0]
+
+    def reset(self):
+        self.resets.append("all")
+
+    def reset_one(self, idx):
+        self.resets.append(int(idx))
+
+    def sample_mode(self, itr):
+        self.mode = "sample"
+
+    def eval_mode(self, itr):
+        self.mode = "eval"
+
+    def sync_shared_memory(self):
+        pass

@@ -1,0 +1,157 @@
+"""Samplers and collectors with a toy env and agent: same data serially and in parallel,
+episode boundaries, evaluation limits, and failing workers."""
+
+import multiprocessing as mp
+import time
+
+import numpy as np
+import pytest
+import torch
+from sampler_toys import CountingEnv, EchoAgent
+
+from rl_samplers import CpuSampler, CpuWaitResetCollector, SerialSampler
+
+CONFIG = dict(batch_T=6, batch_B=4, max_decorrelation_steps=5)
+
+
+def leaves(buffer, out=None):
+    out = [] if out is None else out
+    if isinstance(buffer, tuple):
+        for item in buffer:
+            leaves(item, out)
+    elif buffer is not None:
+        out.append(buffer)
+    return out
+
+
+def assert_same(a, b):
+    for x, y in zip(leaves(a), leaves(b), strict=True):
+        assert torch.equal(x, y)
+
+
+@pytest.fixture(params=["fork", "forkserver", "spawn"])
+def start_method(request):
+    if request.param not in mp.get_all_start_methods():
+        pytest.skip(f"no {request.param} here")
+    return request.param
+
+
+def test_parallel_batches_equal_serial_batches(start_method):
+    serial = SerialSampler(CountingEnv, {}, **CONFIG)
+    serial.initialize(EchoAgent(), seed=3, bootstrap_value=True)
+    with CpuSampler(CountingEnv, {}, start_method=start_method, **CONFIG) as parallel:
+        parallel.initialize(EchoAgent(), seed=3, bootstrap_value=True)
+        for itr in range(3):
+            (a, infos_a), (b, infos_b) = serial.obtain_samples(itr), parallel.obtain_samples(itr)
+            assert_same(a, b)
+            key = lambda info: (info.Length, info.Return)  # noqa: E731
+            assert sorted(map(key, infos_a)) == sorted(map(key, infos_b))
+    assert not mp.active_children()
+
+
+def test_reset_collector_marks_episode_boundaries():
+    sampler = SerialSampler(
+        CountingEnv, {"n_actions": 4}, batch_T=30, batch_B=2, max_decorrelation_steps=0
+    )
+    agent = EchoAgent()
+    sampler.initialize(agent, seed=0)
+    samples, infos = sampler.obtain_samples(0)
+    obs, done = samples.env.observation.numpy(), samples.env.done.numpy()
+    action, prev_action = samples.agent.action.numpy(), samples.agent.prev_action.numpy()
+    reward, prev_reward = samples.env.reward.numpy(), samples.env.prev_reward.numpy()
+    for b in range(2):
+        for t in range(1, 30):
+            if done[t - 1, b]:  # a fresh episode: time 0, null previous action and reward
+                assert obs[t, b, 0] == 0 and prev_action[t, b] == 0 and prev_reward[t, b] == 0
+            else:
+                assert obs[t, b, 0] == obs[t - 1, b, 0] + 1
+                assert (
+                    prev_action[t, b] == action[t - 1, b] and prev_reward[t, b] == reward[t - 1, b]
+                )
+    assert len(infos) == done.sum() and agent.resets.count(0) == done[:, 0].sum()
+    assert sum(info.Length for info in infos) <= 60
+
+
+def test_wait_reset_collector_waits_for_the_batch_end():
+    sampler = SerialSampler(
+        CountingEnv,
+        {},
+        batch_T=12,
+        batch_B=3,
+        CollectorCls=CpuWaitResetCollector,
+        max_decorrelation_steps=0,
+    )
+    sampler.initialize(EchoAgent(), seed=1)
+    samples, _ = sampler.obtain_samples(0)
+    done = samples.env.done.numpy()
+    for b in range(3):
+        first = np.flatnonzero(done[:, b])
+        if len(first):  # once done, done for the rest of the batch, and no new episode
+            assert done[first[0] :, b].all()
+            assert (samples.env.reward[first[0] + 1 :, b] == 0).all()
+    samples, _ = sampler.obtain_samples(1)
+    restarted = np.flatnonzero(done[-1])
+    assert (samples.env.observation[0, restarted, 0] == 0).all()  # reset before the next batch
+
+
+def test_bootstrap_value_is_the_value_after_the_last_step():
+    sampler = SerialSampler(CountingEnv, {}, **CONFIG)
+    sampler.initialize(EchoAgent(), seed=2, bootstrap_value=True)
+    samples, _ = sampler.obtain_samples(0)
+    after = np.where(samples.env.done[-1], 0, samples.env.observation[-1, :, 0] + 1)
+    np.testing.assert_array_equal(samples.agent.bootstrap_value.numpy(), after)
+
+
+def test_seeds_make_runs_reproducible_and_distinct():
+    def batch(seed):
+        sampler = SerialSampler(CountingEnv, {}, **CONFIG)
+        sampler.initialize(EchoAgent(), seed=seed)
+        return sampler.obtain_samples(0)[0].env.observation.clone()
+
+    assert torch.equal(batch(5), batch(5)) and not torch.equal(batch(5), batch(6))
+
+
+@pytest.mark.parametrize("sampler_cls", [SerialSampler, CpuSampler])
+def test_evaluation_respects_its_limits(sampler_cls):
+    sampler = sampler_cls(
+        CountingEnv,
+        {"max_len": 3},
+        eval_n_envs=2,
+        eval_max_steps=100,
+        eval_max_trajectories=5,
+        **CONFIG,
+    )
+    sampler.initialize(EchoAgent(), seed=0)
+    infos = sampler.evaluate_agent(0)
+    assert len(infos) == 5 and all(info.Length <= 3 for info in infos)
+    long_episodes = sampler_cls(
+        CountingEnv, {"max_len": 50}, eval_n_envs=2, eval_max_steps=10, **CONFIG
+    )
+    long_episodes.initialize(EchoAgent(), seed=0)  # 5 steps per env: no episode can finish
+    assert long_episodes.evaluate_agent(0) == []
+    sampler.shutdown()
+    long_episodes.shutdown()
+
+
+def test_a_failing_worker_raises_in_the_parent_quickly(start_method):
+    sampler = CpuSampler(CountingEnv, {"crash_at": 20}, start_method=start_method, **CONFIG)
+    sampler.initialize(EchoAgent(), seed=0)
+    began = time.monotonic()
+    with pytest.raises(RuntimeError, match="crashed on purpose"):
+        for itr in range(20):
+            sampler.obtain_samples(itr)
+    assert time.monotonic() - began < 15
+    assert not sampler.workers and not mp.active_children()
+
+
+def test_bad_arguments_are_refused():
+    with pytest.raises(ValueError, match="T must be a positive integer"):
+        SerialSampler(CountingEnv, {}, batch_T=0, batch_B=2)
+    with pytest.raises(ValueError, match="eval_max_steps"):
+        SerialSampler(CountingEnv, {}, batch_T=2, batch_B=2, eval_n_envs=2)
+    with pytest.raises(ValueError, match="start_method"):
+        CpuSampler(CountingEnv, {}, batch_T=2, batch_B=2, start_method="teleport")
+    with pytest.raises(ValueError, match="3 workers cannot share 2"):
+        CpuSampler(CountingEnv, {}, batch_T=2, batch_B=2).initialize(
+            EchoAgent(), affinity={"workers_cpus": [0, 1, 0]}
+        )
