@@ -197,10 +197,14 @@ def integration(session: nox.Session) -> None:
 
 @nox.session
 def benchmarks(session: nox.Session) -> None:
-    """Install every package and check that each benchmarks/bench_*.py runs with --quick."""
+    """Install every package and the peers, and check that each benchmarks/*.py runs with --quick."""
     _install(session, "rl-suite")
-    scripts = sorted((ROOT / "benchmarks").glob("bench_*.py"))
+    # The peers the benchmarks compare against, installed here only and never declared by a
+    # package; named with torch so that pip keeps the CPU build instead of pulling another one.
+    peers = ["stable-baselines3"]
+    session.install(TORCH, *peers)
+    scripts = sorted((ROOT / "benchmarks").glob("*.py"))
     if not scripts:
-        session.log("no benchmarks/bench_*.py yet")
+        session.log("no benchmarks/*.py yet")
     for script in scripts:
         session.run("python", str(script), "--quick")

@@ -1,8 +1,8 @@
 """Cost of indexing, slicing and assigning a 5-field namedarraytuple of [T, B] arrays,
 against doing the same to each of the five arrays by hand (the floor: numpy's own work).
 
-    python benchmarks/bench_namedarraytuple.py           # full run
-    python benchmarks/bench_namedarraytuple.py --quick   # seconds; checks it still works
+    python benchmarks/namedarraytuple.py           # full run
+    python benchmarks/namedarraytuple.py --quick   # seconds; checks it still works
 
 Prints, per operation, nanoseconds per call for the namedarraytuple (class and schema
 forms) and by hand, and the ratio namedarraytuple / by hand (1.0 = no overhead).

@@ -1,9 +1,11 @@
 """Single-transition buffers against the reference world: what they return is always a
 valid transition, with the right returns, histories and targets."""
 
+import sys
+
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from replay_world import World, decode
 
@@ -19,6 +21,16 @@ from rl_replay import (
 )
 
 DISCOUNT = 0.9
+
+
+@pytest.fixture(params=["numpy", "torch"], autouse=True)
+def gather_backend(request, monkeypatch):
+    """Frames are gathered by torch when the program has loaded it, else by numpy: test both."""
+    if request.param == "torch":
+        pytest.importorskip("torch")
+    else:
+        monkeypatch.delitem(sys.modules, "torch", raising=False)
+    return request.param
 
 
 def check_batch(batch, world, buffer):
@@ -78,7 +90,9 @@ def run(cls, setup, seed, timeout_prob=0.0, **kwargs):
     return buffer, world
 
 
-SETTINGS = settings(max_examples=60, deadline=None)
+SETTINGS = settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 
 
 @SETTINGS

@@ -41,13 +41,15 @@ class NStepReturnBuffer(BaseNStepReturnBuffer):
         """
         s, n = self.samples, self.n_step_return
         target_T = (T_idxs + n) % self.T
+        done_n = self.samples_done_n[T_idxs, B_idxs]
+        observation, target_observation = self._observation_pair(T_idxs, B_idxs, done_n)
         fields = dict(
-            agent_inputs=self._agent_inputs(T_idxs, B_idxs),
+            agent_inputs=self._agent_inputs(T_idxs, B_idxs, observation),
             action=s.action[T_idxs, B_idxs],
             return_=self.samples_return_[T_idxs, B_idxs],
             done=s.done[T_idxs, B_idxs],
-            done_n=self.samples_done_n[T_idxs, B_idxs],
-            target_inputs=self._agent_inputs(target_T, B_idxs),
+            done_n=done_n,
+            target_inputs=self._agent_inputs(target_T, B_idxs, target_observation),
         )
         if self.time_limit:
             fields.update(
@@ -56,6 +58,26 @@ class NStepReturnBuffer(BaseNStepReturnBuffer):
             )
             return SamplesFromReplayTL(**fields)
         return SamplesFromReplay(**fields)
+
+    def _observation_pair(
+        self, T_idxs: np.ndarray, B_idxs: np.ndarray, done_n: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Observations at t and at t + n_step_return.  Frame buffers gather the frames of
+        both in one window and return two overlapping views of it, unless a reset within
+        the n steps means the target must zero frames the observation keeps."""
+        n = self.n_step_return
+        if not self.frame_based:
+            return self._observation_at(T_idxs, B_idxs), self._observation_at(
+                (T_idxs + n) % self.T, B_idxs
+            )
+        nf = self.n_frames
+        window = self._frames(T_idxs[:, None] + np.arange(1 - nf, 1 + n), B_idxs[:, None])
+        observation, target = window[:, :nf], window[:, n:]
+        self._zero_before_resets(observation, T_idxs, B_idxs)
+        if done_n.any():
+            target = target.copy()
+            self._zero_before_resets(target, (T_idxs + n) % self.T, B_idxs)
+        return observation, target
 
 
 class UniformReplayBuffer(NStepReturnBuffer):
