@@ -9,7 +9,7 @@ import pytest
 import torch
 from sampler_toys import CountingEnv, EchoAgent
 
-from rl_samplers import CpuSampler, CpuWaitResetCollector, SerialSampler
+from rl_samplers import CpuSampler, CpuWaitResetCollector, GpuSampler, SerialSampler
 
 CONFIG = dict(batch_T=6, batch_B=4, max_decorrelation_steps=5)
 
@@ -36,10 +36,11 @@ def start_method(request):
     return request.param
 
 
-def test_parallel_batches_equal_serial_batches(start_method):
+@pytest.mark.parametrize("parallel_cls", [CpuSampler, GpuSampler])
+def test_parallel_batches_equal_serial_batches(start_method, parallel_cls):
     serial = SerialSampler(CountingEnv, {}, **CONFIG)
     serial.initialize(EchoAgent(), seed=3, bootstrap_value=True)
-    with CpuSampler(CountingEnv, {}, start_method=start_method, **CONFIG) as parallel:
+    with parallel_cls(CountingEnv, {}, start_method=start_method, **CONFIG) as parallel:
         parallel.initialize(EchoAgent(), seed=3, bootstrap_value=True)
         for itr in range(3):
             (a, infos_a), (b, infos_b) = serial.obtain_samples(itr), parallel.obtain_samples(itr)
@@ -111,7 +112,7 @@ def test_seeds_make_runs_reproducible_and_distinct():
     assert torch.equal(batch(5), batch(5)) and not torch.equal(batch(5), batch(6))
 
 
-@pytest.mark.parametrize("sampler_cls", [SerialSampler, CpuSampler])
+@pytest.mark.parametrize("sampler_cls", [SerialSampler, CpuSampler, GpuSampler])
 def test_evaluation_respects_its_limits(sampler_cls):
     sampler = sampler_cls(
         CountingEnv,
@@ -129,12 +130,27 @@ def test_evaluation_respects_its_limits(sampler_cls):
     )
     long_episodes.initialize(EchoAgent(), seed=0)  # 5 steps per env: no episode can finish
     assert long_episodes.evaluate_agent(0) == []
+    if sampler_cls is not SerialSampler:  # training goes on after evaluating, in step
+        serial = SerialSampler(CountingEnv, {"max_len": 3}, **CONFIG)
+        serial.initialize(EchoAgent(), seed=0)
+        assert_same(serial.obtain_samples(0)[0], sampler.obtain_samples(0)[0])
     sampler.shutdown()
     long_episodes.shutdown()
 
 
-def test_a_failing_worker_raises_in_the_parent_quickly(start_method):
-    sampler = CpuSampler(CountingEnv, {"crash_at": 20}, start_method=start_method, **CONFIG)
+def test_uneven_evaluation_split():
+    """More workers than evaluation envs: the idle worker just reports back."""
+    with GpuSampler(CountingEnv, {}, eval_n_envs=1, eval_max_steps=20, **CONFIG) as sampler:
+        sampler.initialize(EchoAgent(), seed=0, affinity={"workers_cpus": [0, 1]})
+        assert len(sampler.evaluate_agent(0)) >= 1
+    with CpuSampler(CountingEnv, {}, eval_n_envs=1, eval_max_steps=20, **CONFIG) as sampler:
+        sampler.initialize(EchoAgent(), seed=0, affinity={"workers_cpus": [0, 1]})
+        assert len(sampler.evaluate_agent(0)) >= 1
+
+
+@pytest.mark.parametrize("parallel_cls", [CpuSampler, GpuSampler])
+def test_a_failing_worker_raises_in_the_parent_quickly(start_method, parallel_cls):
+    sampler = parallel_cls(CountingEnv, {"crash_at": 20}, start_method=start_method, **CONFIG)
     sampler.initialize(EchoAgent(), seed=0)
     began = time.monotonic()
     with pytest.raises(RuntimeError, match="crashed on purpose"):
@@ -155,3 +171,42 @@ def test_bad_arguments_are_refused():
         CpuSampler(CountingEnv, {}, batch_T=2, batch_B=2).initialize(
             EchoAgent(), affinity={"workers_cpus": [0, 1, 0]}
         )
+
+
+def test_workers_die_with_a_killed_main_process(tmp_path):
+    """Even a main process killed without any cleanup leaves no worker behind."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    script = tmp_path / "main.py"
+    script.write_text(
+        "import os, sys, time\n"
+        f"sys.path.insert(0, {str(os.path.dirname(__file__))!r})\n"
+        "from sampler_toys import CountingEnv, EchoAgent\n"
+        "from rl_samplers import CpuSampler\n"
+        "if __name__ == '__main__':\n"
+        "    s = CpuSampler(CountingEnv, {}, batch_T=2, batch_B=2, start_method='spawn')\n"
+        "    s.initialize(EchoAgent(), seed=0)\n"
+        "    print(' '.join(str(p.pid) for p in s.workers), flush=True)\n"
+        "    time.sleep(60)\n"
+    )
+    main = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    pids = [int(p) for p in main.stdout.readline().split()]
+    assert len(pids) == 2
+    main.send_signal(signal.SIGKILL)
+    main.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(_alive(p) for p in pids):
+        time.sleep(0.1)
+    assert not [p for p in pids if _alive(p)]
+
+
+def _alive(pid):
+    """Running, as opposed to gone or a zombie waiting to be reaped."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] != "Z"
+    except FileNotFoundError:
+        return False

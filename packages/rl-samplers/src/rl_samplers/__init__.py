@@ -3,6 +3,7 @@
 from importlib.metadata import version as _version
 
 from ._agent import SamplerAgent
+from ._atari import AtariEnv, AtariTrajInfo
 from ._base import BaseSampler
 from ._collectors import (
     BaseCollector,
@@ -12,6 +13,9 @@ from ._collectors import (
     SerialEvalCollector,
 )
 from ._env import Env
+from ._env_checker import EnvCheckError, check_env
+from ._gpu import GpuEvalCollector, GpuResetCollector, GpuSampler
+from ._gym import EnvInfoWrapper, GymEnvWrapper, GymSpaceWrapper, make
 from ._parallel import CpuSampler, ParallelSamplerBase
 from ._serial import SerialSampler
 from ._spaces import Composite, FloatBox, IntBox, Space
@@ -20,6 +24,8 @@ from ._traj_info import TrajInfo
 __version__ = _version("rl-samplers")
 
 __all__ = [
+    "AtariEnv",
+    "AtariTrajInfo",
     "BaseCollector",
     "BaseSampler",
     "Composite",
@@ -28,7 +34,14 @@ __all__ = [
     "CpuWaitResetCollector",
     "DecorrelatingStartCollector",
     "Env",
+    "EnvCheckError",
+    "EnvInfoWrapper",
     "FloatBox",
+    "GpuEvalCollector",
+    "GpuResetCollector",
+    "GpuSampler",
+    "GymEnvWrapper",
+    "GymSpaceWrapper",
     "IntBox",
     "ParallelSamplerBase",
     "SamplerAgent",
@@ -36,4 +49,6 @@ __all__ = [
     "SerialSampler",
     "Space",
     "TrajInfo",
+    "check_env",
+    "make",
 ]

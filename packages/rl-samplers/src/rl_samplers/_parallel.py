@@ -96,9 +96,11 @@ class ParallelSamplerBase(BaseSampler):
             max_decorrelation_steps=self.max_decorrelation_steps,
             eval_max_T=self.eval_max_T,
             agent=agent if self.agent_in_workers else None,
+            main_pid=os.getpid(),
         )
         splits = np.array_split(np.arange(B), n_workers)
         eval_splits = np.array_split(np.arange(self.eval_n_envs), n_workers)
+        self._prepare_workers(ctx, examples, splits, eval_splits)
         for w, (envs, eval_envs) in enumerate(zip(splits, eval_splits, strict=True)):
             worker = dict(
                 rank=w,
@@ -108,7 +110,7 @@ class ParallelSamplerBase(BaseSampler):
                 env_seeds=[env_seeds[b] for b in envs],
                 eval_env_seeds=[eval_seeds[b] for b in eval_envs],
                 samples_np=_env_slice(self.samples_np, int(envs[0]), int(envs[-1]) + 1),
-                **self._worker_extras(w, envs),
+                **self._worker_extras(w),
             )
             process = ctx.Process(
                 target=sampling_process,
@@ -124,14 +126,21 @@ class ParallelSamplerBase(BaseSampler):
     def _initialize_agent(self, agent: Any, spaces: Any, global_B: int, env_ranks: Any) -> None:
         agent.initialize(spaces, share_memory=True, global_B=global_B, env_ranks=list(env_ranks))
 
-    def _worker_extras(self, rank: int, envs: np.ndarray) -> dict[str, Any]:
+    def _prepare_workers(
+        self, ctx: Any, examples: dict[str, Any], splits: list[Any], eval_splits: list[Any]
+    ) -> None:
+        """Hook: shared state the workers need beyond the batch (the GPU sampler's)."""
+
+    def _worker_extras(self, rank: int) -> dict[str, Any]:
+        """Hook: extra per-worker arguments."""
         return {}
 
-    def _gather(self, timeout: float | None = None, max_infos: int | None = None) -> list[TrajInfo]:
-        """Trajectory infos from every worker until each says it is done; raises at once
-        if a worker fails or dies."""
+    def _gather(
+        self, timeout: float | None = None, max_infos: int | None = None, finished: int = 0
+    ) -> list[TrajInfo]:
+        """Trajectory infos from every worker until each says it is done (``finished``
+        already did); raises at once if a worker fails or dies."""
         infos: list[TrajInfo] = []
-        finished = 0
         waited = 0.0
         while finished < len(self.workers):
             try:

@@ -9,7 +9,10 @@ failing worker, and raise its traceback instead of hanging.
 
 from __future__ import annotations
 
+import ctypes
 import os
+import signal
+import sys
 import traceback
 from typing import Any
 
@@ -38,6 +41,19 @@ class Control:
             semaphore.release()
 
 
+def _exit_with(main_pid: int) -> None:
+    """Never outlive the main process: on Linux the kernel kills this worker when its
+    parent dies (the main process, or the fork server that dies with it); Ctrl-C is left
+    to the main process, which ends the workers itself."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    try:
+        os.kill(main_pid, 0)
+    except ProcessLookupError:  # it died before we could ask to follow it
+        os._exit(1)
+
+
 def initialize_worker(
     rank: int, seed: int | None = None, cpu: Any = None, torch_threads: int | None = None
 ) -> None:
@@ -60,6 +76,7 @@ def sampling_process(common: dict[str, Any], worker: dict[str, Any]) -> None:
     envs: list[Any] = []
     eval_envs: list[Any] = []
     try:
+        _exit_with(common["main_pid"])
         initialize_worker(rank, worker["seed"], worker["cpus"], worker["torch_threads"])
         envs = [common["EnvCls"](**common["env_kwargs"]) for _ in worker["env_seeds"]]
         for env, seed in zip(envs, worker["env_seeds"], strict=True):
@@ -97,8 +114,9 @@ def sampling_process(common: dict[str, Any], worker: dict[str, Any]) -> None:
             if command == QUIT:
                 break
             if command == EVALUATE:
-                stop = _StopFlag(ctrl.state)
-                eval_collector.collect_evaluation(itr, stop=stop, report=ctrl.results.put)
+                if eval_collector is not None:  # (a worker may have no evaluation envs)
+                    stop = _StopFlag(ctrl.state)
+                    eval_collector.collect_evaluation(itr, stop=stop, report=ctrl.results.put)
             else:
                 collector.reset_if_needed(agent_inputs)
                 agent_inputs, traj_infos, completed = collector.collect_batch(

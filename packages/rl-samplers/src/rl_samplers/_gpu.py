@@ -1,0 +1,287 @@
+"""The action-server sampler: workers only step environments; the main process selects
+the actions of all ``batch_B`` environments in one agent call per step (on the agent's
+device: a GPU, or the CPU).
+
+Per step, each worker waits for ``act_ready``, steps its environments with the actions in
+the shared step buffer, writes the results back (resetting done environments), and
+releases ``obs_ready``; the main process waits for every worker's ``obs_ready``, then
+computes the next actions.
+"""
+
+from __future__ import annotations
+
+import queue
+from typing import Any
+
+import numpy as np
+import torch
+
+from rl_arrays import AttrDict, buffer_from_example, numpify_buffer, torchify_buffer
+
+from ._collectors import BaseCollector
+from ._env import Env
+from ._parallel import ParallelSamplerBase
+from ._traj_info import TrajInfo
+from ._worker import COLLECT, EVALUATE
+
+__all__ = ["GpuEvalCollector", "GpuResetCollector", "GpuSampler"]
+
+
+def _step_buffer(examples: dict[str, Any], n: int) -> AttrDict:
+    """Shared ``[n]`` arrays through which actions go out and observations come back."""
+    fields = dict(
+        observation=examples["observation"],
+        action=examples["action"],
+        reward=np.float32(0),
+        done=np.bool_(False),
+    )
+    return AttrDict({k: buffer_from_example(v, (n,), share_memory=True) for k, v in fields.items()})
+
+
+def _slice(step: AttrDict, start: int, stop: int) -> AttrDict:
+    return AttrDict({k: v[start:stop] for k, v in step.items()})
+
+
+class GpuResetCollector(BaseCollector):
+    """Worker side: step the envs with the server's actions, reset done ones at once."""
+
+    def __init__(self, *args: Any, step: AttrDict, act_ready: Any, obs_ready: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.step, self.act_ready, self.obs_ready = step, act_ready, obs_ready
+
+    def start_envs(self, max_decorrelation_steps: int = 0) -> tuple[Any, list[TrajInfo]]:
+        traj_infos = [self.TrajInfoCls() for _ in self.envs]
+        for b, env in enumerate(self.envs):
+            o, action, r = env.reset(), self.null_action, 0.0
+            for _ in range(int(self.rngs[b].integers(max_decorrelation_steps + 1))):
+                action = env.action_space.sample()
+                next_o, r, d, env_info = env.step(action)
+                traj_infos[b].step(o, action, r, d, None, env_info)
+                if getattr(env_info, "traj_done", d):
+                    traj_infos[b] = self.TrajInfoCls()
+                o = next_o
+                if d:
+                    o, action, r = env.reset(), self.null_action, 0.0
+            self.step.observation[b], self.step.action[b] = o, action
+            self.step.reward[b], self.step.done[b] = r, False
+        return None, traj_infos
+
+    def collect_batch(
+        self, agent_inputs: Any, traj_infos: list[TrajInfo], itr: int
+    ) -> tuple[Any, list[TrajInfo], list[TrajInfo]]:
+        env_buf, step = self.samples_np.env, self.step
+        completed = []
+        for t in range(self.batch_T):
+            env_buf.observation[t] = step.observation
+            self.act_ready.acquire()
+            for b, env in enumerate(self.envs):
+                o, r, d, env_info = env.step(step.action[b])
+                traj_infos[b].step(step.observation[b], step.action[b], r, d, None, env_info)
+                if getattr(env_info, "traj_done", d):
+                    completed.append(traj_infos[b].terminate(o))
+                    traj_infos[b] = self.TrajInfoCls()
+                env_buf.reward[t, b], env_buf.done[t, b] = r, d
+                if env_info is not None:
+                    env_buf.env_info[t, b] = env_info
+                if d:
+                    o = env.reset()
+                step.observation[b], step.reward[b], step.done[b] = o, r, d
+            self.obs_ready.release()
+        return agent_inputs, traj_infos, completed
+
+
+class GpuEvalCollector:
+    """Worker side of evaluation: step with the server's actions until it says stop."""
+
+    def __init__(
+        self,
+        envs: list[Env],
+        agent: Any,
+        TrajInfoCls: type[TrajInfo],
+        max_T: int,
+        *,
+        step: AttrDict,
+        act_ready: Any,
+        obs_ready: Any,
+    ):
+        self.envs, self.TrajInfoCls, self.max_T = envs, TrajInfoCls, max_T
+        self.step, self.act_ready, self.obs_ready = step, act_ready, obs_ready
+
+    def collect_evaluation(self, itr: int, stop: Any = None, report: Any = None) -> list[TrajInfo]:
+        traj_infos = [self.TrajInfoCls() for _ in self.envs]
+        for b, env in enumerate(self.envs):
+            self.step.observation[b], self.step.done[b] = env.reset(), True
+        self.obs_ready.release()
+        for _ in range(self.max_T):
+            self.act_ready.acquire()
+            if stop is not None and stop.value:
+                break
+            for b, env in enumerate(self.envs):
+                o, r, d, env_info = env.step(self.step.action[b])
+                traj_infos[b].step(
+                    self.step.observation[b], self.step.action[b], r, d, None, env_info
+                )
+                if getattr(env_info, "traj_done", d):
+                    if report is not None:
+                        report(traj_infos[b].terminate(o))
+                    traj_infos[b] = self.TrajInfoCls()
+                if d:
+                    o = env.reset()
+                self.step.observation[b], self.step.reward[b], self.step.done[b] = o, r, d
+            self.obs_ready.release()
+        return []
+
+
+class GpuSampler(ParallelSamplerBase):
+    """Workers step environments; this process acts for all of them in one batch.
+
+    The agent stays in this process (on its device, ``agent.to_device`` is the caller's
+    business); its ``step`` takes and returns CPU tensors.
+    """
+
+    agent_in_workers = False
+
+    def __init__(
+        self,
+        *args: Any,
+        CollectorCls: Any = GpuResetCollector,
+        eval_CollectorCls: Any = GpuEvalCollector,
+        **kwargs: Any,
+    ):
+        super().__init__(
+            *args, CollectorCls=CollectorCls, eval_CollectorCls=eval_CollectorCls, **kwargs
+        )
+
+    def _initialize_agent(self, agent: Any, spaces: Any, global_B: int, env_ranks: Any) -> None:
+        agent.initialize(spaces, share_memory=False, global_B=global_B, env_ranks=list(env_ranks))
+
+    def initialize(self, agent: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        examples = super().initialize(agent, *args, **kwargs)
+        # The workers wrote their decorrelated start into the step buffer.
+        self.prev_action = self.step.action.copy()
+        self.prev_reward = self.step.reward.copy()
+        agent.reset()
+        return examples
+
+    def _prepare_workers(
+        self, ctx: Any, examples: dict[str, Any], splits: list[Any], eval_splits: list[Any]
+    ) -> None:
+        self.step = _step_buffer(examples, self.batch_spec.B)
+        self.eval_step = _step_buffer(examples, max(self.eval_n_envs, 1))
+        self.null_action = np.asarray(examples["action"])  # the example action is the null one
+        self.act_ready = [ctx.Semaphore(0) for _ in splits]
+        self.obs_ready = [ctx.Semaphore(0) for _ in splits]
+        self.splits, self.eval_splits = splits, eval_splits
+
+    def _worker_extras(self, rank: int) -> dict[str, Any]:
+        envs, eval_envs = self.splits[rank], self.eval_splits[rank]
+        semaphores = dict(act_ready=self.act_ready[rank], obs_ready=self.obs_ready[rank])
+        eval_step = None
+        if len(eval_envs):
+            eval_step = _slice(self.eval_step, int(eval_envs[0]), int(eval_envs[-1]) + 1)
+        return dict(
+            collector_kwargs=dict(
+                step=_slice(self.step, int(envs[0]), int(envs[-1]) + 1), **semaphores
+            ),
+            eval_collector_kwargs=dict(step=eval_step, **semaphores),
+        )
+
+    # ------------------------------------------------------------------ the action server
+
+    def _wait_obs(self, workers: list[int]) -> None:
+        for w in workers:
+            while not self.obs_ready[w].acquire(timeout=0.5):
+                self._check_workers()
+
+    def _serve(self, step: AttrDict, workers: list[int], n_steps: int, record: bool) -> None:
+        """Act ``n_steps`` times for the environments in ``step``."""
+        agent_buf = self.samples_np.agent if record else None
+        env_buf = self.samples_np.env if record else None
+        observation = torchify_buffer(step.observation)
+        prev_action, prev_reward = self.prev_action, self.prev_reward
+        inputs = (observation, torchify_buffer(prev_action), torchify_buffer(prev_reward))
+        for t in range(n_steps):
+            if record:
+                agent_buf.prev_action[t] = prev_action
+                env_buf.prev_reward[t] = prev_reward
+            with torch.no_grad():
+                action, agent_info = self.agent.step(*inputs)
+            action, agent_info = numpify_buffer(action), numpify_buffer(agent_info)
+            step.action[:] = action
+            if record:
+                agent_buf.action[t] = action
+                if agent_info is not None:
+                    agent_buf.agent_info[t] = agent_info
+            for w in workers:
+                self.act_ready[w].release()
+            self._wait_obs(workers)
+            done = step.done
+            prev_action[:] = np.where(_expand(done, action), self.null_action, action)
+            prev_reward[:] = np.where(done, 0, step.reward)
+            for b in np.flatnonzero(done):
+                self.agent.reset_one(idx=int(b))
+
+    def obtain_samples(self, itr: int) -> tuple[Any, list[TrajInfo]]:
+        self.agent.sample_mode(itr)
+        self.ctrl.command(COLLECT, itr)
+        workers = list(range(len(self.workers)))
+        self._serve(self.step, workers, self.batch_spec.T, record=True)
+        infos = self._gather()
+        if "bootstrap_value" in self.samples_np.agent:
+            inputs = torchify_buffer((self.step.observation, self.prev_action, self.prev_reward))
+            with torch.no_grad():
+                value = self.agent.value(*inputs)
+            self.samples_np.agent.bootstrap_value[:] = numpify_buffer(value)
+        return self.samples_pyt, infos
+
+    def evaluate_agent(self, itr: int) -> list[TrajInfo]:
+        if self.eval_n_envs == 0:
+            raise RuntimeError("this sampler was made with eval_n_envs=0")
+        workers = [w for w, envs in enumerate(self.eval_splits) if len(envs)]
+        self.agent.reset()
+        self.agent.eval_mode(itr)
+        self.ctrl.command(EVALUATE, itr)
+        self._wait_obs(workers)  # first observations in
+        n = self.eval_n_envs
+        saved = self.prev_action, self.prev_reward
+        self.prev_action = np.stack([self.null_action] * n)
+        self.prev_reward = np.zeros(n, np.float32)
+        infos: list[TrajInfo] = []
+        step = _slice(self.eval_step, 0, n)
+        limit = self.eval_max_trajectories
+        served = finished = 0
+        try:
+            while served < self.eval_max_T:
+                self._serve(step, workers, 1, record=False)
+                served += 1
+                new, done = self._drain()
+                infos, finished = infos + new, finished + done
+                if limit is not None and len(infos) >= limit:
+                    break
+        finally:
+            if served < self.eval_max_T:  # workers wait for one more action: say stop instead
+                self.ctrl.state[2] = 1
+                for w in workers:
+                    self.act_ready[w].release()
+            infos += self._gather(finished=finished)
+            self.prev_action, self.prev_reward = saved
+            self.agent.reset()
+        return infos[:limit]
+
+    def _drain(self) -> tuple[list[TrajInfo], int]:
+        """What the workers reported so far: infos, and how many said they are done."""
+        infos, finished = [], 0
+        while True:
+            try:
+                item = self.ctrl.results.get_nowait()
+            except queue.Empty:
+                return infos, finished
+            if item is None:
+                finished += 1
+            else:
+                infos.append(item)
+
+
+def _expand(done: np.ndarray, action: np.ndarray) -> np.ndarray:
+    """``done`` [B] broadcast against actions [B, ...]."""
+    return done.reshape(done.shape + (1,) * (action.ndim - 1))
