@@ -29,6 +29,7 @@ TEST_SPECS = [
     "rl-arrays[torch]",
     "rl-replay",
     "rl-samplers",
+    "rl-samplers[atari]",
     "rl-agents",
     "rl-algos",
     "rl-runners",

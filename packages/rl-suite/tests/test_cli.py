@@ -3,16 +3,18 @@ import pytest
 
 import rl_arrays
 import rl_replay
+import rl_samplers
 import rl_suite
 from rl_suite._cli import main
 from rl_suite._demo import GOAL, fill_samples
 
 
 def test_reexports_every_implemented_package():
-    assert set(rl_arrays.__all__) | set(rl_replay.__all__) <= set(rl_suite.__all__)
+    packages = (rl_arrays, rl_replay, rl_samplers)
+    assert set().union(*(p.__all__ for p in packages)) <= set(rl_suite.__all__)
     assert len(set(rl_suite.__all__)) == len(rl_suite.__all__)  # no name clashes
     assert rl_suite.namedarraytuple is rl_arrays.namedarraytuple
-    assert rl_suite.SumTree is rl_replay.SumTree
+    assert rl_suite.SumTree is rl_replay.SumTree and rl_suite.AtariEnv is rl_samplers.AtariEnv
 
 
 @pytest.mark.parametrize("start_method", ["fork", "spawn"])
