@@ -9,7 +9,16 @@ import pytest
 import torch
 from sampler_toys import CountingEnv, EchoAgent
 
-from rl_samplers import CpuSampler, CpuWaitResetCollector, GpuSampler, SerialSampler
+from rl_samplers import (
+    AlternatingSampler,
+    CpuSampler,
+    CpuWaitResetCollector,
+    GpuSampler,
+    NoOverlapAlternatingSampler,
+    SerialSampler,
+)
+
+PARALLEL = [CpuSampler, GpuSampler, AlternatingSampler, NoOverlapAlternatingSampler]
 
 CONFIG = dict(batch_T=6, batch_B=4, max_decorrelation_steps=5)
 
@@ -36,7 +45,7 @@ def start_method(request):
     return request.param
 
 
-@pytest.mark.parametrize("parallel_cls", [CpuSampler, GpuSampler])
+@pytest.mark.parametrize("parallel_cls", PARALLEL)
 def test_parallel_batches_equal_serial_batches(start_method, parallel_cls):
     serial = SerialSampler(CountingEnv, {}, **CONFIG)
     serial.initialize(EchoAgent(), seed=3, bootstrap_value=True)
@@ -112,7 +121,7 @@ def test_seeds_make_runs_reproducible_and_distinct():
     assert torch.equal(batch(5), batch(5)) and not torch.equal(batch(5), batch(6))
 
 
-@pytest.mark.parametrize("sampler_cls", [SerialSampler, CpuSampler, GpuSampler])
+@pytest.mark.parametrize("sampler_cls", [SerialSampler, *PARALLEL])
 def test_evaluation_respects_its_limits(sampler_cls):
     sampler = sampler_cls(
         CountingEnv,
@@ -148,7 +157,7 @@ def test_uneven_evaluation_split():
         assert len(sampler.evaluate_agent(0)) >= 1
 
 
-@pytest.mark.parametrize("parallel_cls", [CpuSampler, GpuSampler])
+@pytest.mark.parametrize("parallel_cls", PARALLEL)
 def test_a_failing_worker_raises_in_the_parent_quickly(start_method, parallel_cls):
     sampler = parallel_cls(CountingEnv, {"crash_at": 20}, start_method=start_method, **CONFIG)
     sampler.initialize(EchoAgent(), seed=0)
@@ -210,3 +219,11 @@ def _alive(pid):
             return f.read().split()[2] != "Z"
     except FileNotFoundError:
         return False
+
+
+def test_alternating_samplers_need_an_even_number_of_workers():
+    with pytest.raises(ValueError, match="even number of workers, got 3"):
+        AlternatingSampler(CountingEnv, {}, batch_T=2, batch_B=6).initialize(
+            EchoAgent(), affinity={"workers_cpus": [0, 1, 0]}
+        )
+    assert not mp.active_children()

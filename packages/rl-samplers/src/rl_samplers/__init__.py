@@ -14,7 +14,13 @@ from ._collectors import (
 )
 from ._env import Env
 from ._env_checker import EnvCheckError, check_env
-from ._gpu import GpuEvalCollector, GpuResetCollector, GpuSampler
+from ._gpu import (
+    AlternatingSampler,
+    GpuEvalCollector,
+    GpuResetCollector,
+    GpuSampler,
+    NoOverlapAlternatingSampler,
+)
 from ._gym import EnvInfoWrapper, GymEnvWrapper, GymSpaceWrapper, make
 from ._parallel import CpuSampler, ParallelSamplerBase
 from ._serial import SerialSampler
@@ -24,6 +30,7 @@ from ._traj_info import TrajInfo
 __version__ = _version("rl-samplers")
 
 __all__ = [
+    "AlternatingSampler",
     "AtariEnv",
     "AtariTrajInfo",
     "BaseCollector",
@@ -43,6 +50,7 @@ __all__ = [
     "GymEnvWrapper",
     "GymSpaceWrapper",
     "IntBox",
+    "NoOverlapAlternatingSampler",
     "ParallelSamplerBase",
     "SamplerAgent",
     "SerialEvalCollector",

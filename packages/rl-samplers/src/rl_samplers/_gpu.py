@@ -24,7 +24,13 @@ from ._parallel import ParallelSamplerBase
 from ._traj_info import TrajInfo
 from ._worker import COLLECT, EVALUATE
 
-__all__ = ["GpuEvalCollector", "GpuResetCollector", "GpuSampler"]
+__all__ = [
+    "AlternatingSampler",
+    "GpuEvalCollector",
+    "GpuResetCollector",
+    "GpuSampler",
+    "NoOverlapAlternatingSampler",
+]
 
 
 def _step_buffer(examples: dict[str, Any], n: int) -> AttrDict:
@@ -193,33 +199,41 @@ class GpuSampler(ParallelSamplerBase):
             while not self.obs_ready[w].acquire(timeout=0.5):
                 self._check_workers()
 
+    def _act(self, step: AttrDict, envs: slice, t: int | None) -> None:
+        """Select the actions of environments ``envs`` (recording them as step ``t``)."""
+        inputs = torchify_buffer(
+            (step.observation[envs], self.prev_action[envs], self.prev_reward[envs])
+        )
+        with torch.no_grad():
+            action, agent_info = self.agent.step(*inputs)
+        action, agent_info = numpify_buffer(action), numpify_buffer(agent_info)
+        step.action[envs] = action
+        if t is not None:
+            agent_buf, env_buf = self.samples_np.agent, self.samples_np.env
+            agent_buf.prev_action[t, envs] = self.prev_action[envs]
+            env_buf.prev_reward[t, envs] = self.prev_reward[envs]
+            agent_buf.action[t, envs] = action
+            if agent_info is not None:
+                agent_buf.agent_info[t, envs] = agent_info
+
+    def _observe(self, step: AttrDict, envs: slice) -> None:
+        """Take in the step results of ``envs``: next previous action and reward, and the
+        agent's reset for environments that were done (and reset by their worker)."""
+        done, action = step.done[envs], step.action[envs]
+        self.prev_action[envs] = np.where(_expand(done, action), self.null_action, action)
+        self.prev_reward[envs] = np.where(done, 0, step.reward[envs])
+        for b in np.flatnonzero(done):
+            self.agent.reset_one(idx=envs.start + int(b))
+
     def _serve(self, step: AttrDict, workers: list[int], n_steps: int, record: bool) -> None:
-        """Act ``n_steps`` times for the environments in ``step``."""
-        agent_buf = self.samples_np.agent if record else None
-        env_buf = self.samples_np.env if record else None
-        observation = torchify_buffer(step.observation)
-        prev_action, prev_reward = self.prev_action, self.prev_reward
-        inputs = (observation, torchify_buffer(prev_action), torchify_buffer(prev_reward))
+        """Act ``n_steps`` times for all the environments in ``step`` at once."""
+        every = slice(0, len(step.done))
         for t in range(n_steps):
-            if record:
-                agent_buf.prev_action[t] = prev_action
-                env_buf.prev_reward[t] = prev_reward
-            with torch.no_grad():
-                action, agent_info = self.agent.step(*inputs)
-            action, agent_info = numpify_buffer(action), numpify_buffer(agent_info)
-            step.action[:] = action
-            if record:
-                agent_buf.action[t] = action
-                if agent_info is not None:
-                    agent_buf.agent_info[t] = agent_info
+            self._act(step, every, t if record else None)
             for w in workers:
                 self.act_ready[w].release()
             self._wait_obs(workers)
-            done = step.done
-            prev_action[:] = np.where(_expand(done, action), self.null_action, action)
-            prev_reward[:] = np.where(done, 0, step.reward)
-            for b in np.flatnonzero(done):
-                self.agent.reset_one(idx=int(b))
+            self._observe(step, every)
 
     def obtain_samples(self, itr: int) -> tuple[Any, list[TrajInfo]]:
         self.agent.sample_mode(itr)
@@ -227,12 +241,15 @@ class GpuSampler(ParallelSamplerBase):
         workers = list(range(len(self.workers)))
         self._serve(self.step, workers, self.batch_spec.T, record=True)
         infos = self._gather()
+        self._bootstrap_value()
+        return self.samples_pyt, infos
+
+    def _bootstrap_value(self) -> None:
         if "bootstrap_value" in self.samples_np.agent:
             inputs = torchify_buffer((self.step.observation, self.prev_action, self.prev_reward))
             with torch.no_grad():
                 value = self.agent.value(*inputs)
             self.samples_np.agent.bootstrap_value[:] = numpify_buffer(value)
-        return self.samples_pyt, infos
 
     def evaluate_agent(self, itr: int) -> list[TrajInfo]:
         if self.eval_n_envs == 0:
@@ -285,3 +302,70 @@ class GpuSampler(ParallelSamplerBase):
 def _expand(done: np.ndarray, action: np.ndarray) -> np.ndarray:
     """``done`` [B] broadcast against actions [B, ...]."""
     return done.reshape(done.shape + (1,) * (action.ndim - 1))
+
+
+class AlternatingSampler(GpuSampler):
+    """The action server with the workers in two groups: while one group steps its
+    environments, the main process selects the other group's actions, so neither the
+    agent nor the environments wait for each other.  Needs an even number of workers; a
+    recurrent agent must keep one state per group (it sees the two halves alternately).
+    """
+
+    overlap_groups = True
+
+    def _prepare_workers(
+        self, ctx: Any, examples: dict[str, Any], splits: list[Any], eval_splits: list[Any]
+    ) -> None:
+        if len(splits) < 2 or len(splits) % 2:
+            raise ValueError(
+                f"{type(self).__name__} needs an even number of workers, got {len(splits)}"
+            )
+        super()._prepare_workers(ctx, examples, splits, eval_splits)
+        half = len(splits) // 2
+        middle = int(splits[half][0])
+        self.groups = [
+            (list(range(half)), slice(0, middle)),
+            (list(range(half, len(splits))), slice(middle, self.batch_spec.B)),
+        ]
+
+    def obtain_samples(self, itr: int) -> tuple[Any, list[TrajInfo]]:
+        self.agent.sample_mode(itr)
+        self.ctrl.command(COLLECT, itr)
+        step, (first, second) = self.step, self.groups
+        for t in range(self.batch_spec.T):
+            if self.overlap_groups:
+                self._act(step, first[1], t)  # (the second group may still be stepping)
+                self._release(first)
+                if t > 0:
+                    self._collect(second)
+                self._act(step, second[1], t)  # while the first group steps
+                self._release(second)
+                self._collect(first)
+            else:  # only one group steps at a time (e.g. two workers sharing a core)
+                self._act(step, first[1], t)
+                if t > 0:
+                    self._collect(second)
+                self._release(first)
+                self._act(step, second[1], t)  # while the first group steps
+                self._collect(first)
+                self._release(second)
+        self._collect(second)
+        infos = self._gather()
+        self._bootstrap_value()
+        return self.samples_pyt, infos
+
+    def _release(self, group: tuple[list[int], slice]) -> None:
+        for w in group[0]:
+            self.act_ready[w].release()
+
+    def _collect(self, group: tuple[list[int], slice]) -> None:
+        self._wait_obs(group[0])
+        self._observe(self.step, group[1])
+
+
+class NoOverlapAlternatingSampler(AlternatingSampler):
+    """Alternating, but one group's environments step only once the other group's are
+    done: the main process still selects actions while a group steps, and two workers
+    pinned to the same core never compete for it."""
+
+    overlap_groups = False
