@@ -5,6 +5,7 @@ from importlib.metadata import version as _version
 from ._agent import SamplerAgent
 from ._atari import AtariEnv, AtariTrajInfo
 from ._base import BaseSampler
+from ._batched import BatchedSampler, BatchEnv
 from ._collectors import (
     BaseCollector,
     CpuResetCollector,
@@ -35,6 +36,8 @@ __all__ = [
     "AtariTrajInfo",
     "BaseCollector",
     "BaseSampler",
+    "BatchEnv",
+    "BatchedSampler",
     "Composite",
     "CpuResetCollector",
     "CpuSampler",

@@ -1,0 +1,432 @@
+"""A sampler for one vectorised environment: all ``batch_B`` envs advance in one call per
+step, so no Python loop runs per env in the stepping path (only per finished episode).
+
+``make_env(num_envs)`` returns either
+
+* a gymnasium ``VectorEnv`` (numpy; the sampler converts at its boundary, batch on the CPU).
+  Its autoreset mode must be ``SAME_STEP`` (a done env's ``step`` returns the next
+  episode's first observation, so every recorded step is a real transition) or
+  ``DISABLED`` (the sampler resets the done envs with ``reset_mask``).  gymnasium's
+  default, ``NEXT_STEP``, is refused: its step after a done ignores the action, which would
+  record a fake transition, and a vector env cannot step only the finished envs again.
+  Make one with ``gymnasium.make_vec(id, num_envs=n, vectorization_mode="sync",
+  vector_kwargs={"autoreset_mode": gymnasium.vector.AutoresetMode.SAME_STEP})``.
+* a ``BatchEnv``: torch tensors on the env's device; the batch is allocated there too and
+  no sample is copied to the host.  The host reads only each step's done indices (to call
+  ``agent.reset_one``) and, once per batch, the finished episodes' statistics.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+from rl_arrays import (
+    AgentSamples,
+    AgentSamplesBsv,
+    EnvSamples,
+    EnvSpaces,
+    Samples,
+    is_namedarraytuple,
+    namedarraytuple,
+    numpify_buffer,
+    torchify_buffer,
+)
+
+from ._base import BaseSampler
+from ._gym import GymSpaceWrapper
+from ._spaces import Space
+from ._traj_info import TrajInfo
+
+__all__ = ["BatchEnv", "BatchedSampler"]
+
+# The env_info of every step: only the time-limit flag (so algorithms can bootstrap).
+EnvInfo = namedarraytuple("EnvInfo", ["timeout"])
+
+
+class BatchEnv:
+    """``num_envs`` environments stepped together as torch tensors on ``device``.
+
+    Subclasses set ``num_envs``, ``device``, ``observation_space`` and ``action_space``
+    (per-env spaces of ours: they size the buffers and give the null action), and implement
+    ``reset() -> observation [B, ...]`` (all envs) and ``step(action [B, ...]) ->
+    (observation, reward, terminated, truncated)``, each ``[B, ...]`` on ``device``.  A done
+    env resets inside ``step``: the observation returned for it is its next episode's first
+    one (the sampler never calls ``reset`` mid-run).  ``seed(seed)`` applies at the next
+    ``reset``.
+    """
+
+    num_envs: int
+    device: torch.device
+    observation_space: Space
+    action_space: Space
+
+    def reset(self) -> Any:
+        raise NotImplementedError
+
+    def step(self, action: Any) -> tuple[Any, torch.Tensor, torch.Tensor, torch.Tensor]:
+        raise NotImplementedError
+
+    def seed(self, seed: int | None) -> None:
+        raise NotImplementedError
+
+    @property
+    def spaces(self) -> EnvSpaces:
+        return EnvSpaces(observation=self.observation_space, action=self.action_space)
+
+    def close(self) -> None:
+        """Release the environment's resources."""
+
+
+def _map2(func: Callable[[Any, Any], Any], a: Any, b: Any) -> Any:
+    """``func`` on matching leaves of two buffers of the same structure."""
+    if a is None:
+        return None
+    if is_namedarraytuple(a) or isinstance(a, tuple):
+        return type(a)(*(_map2(func, x, y) for x, y in zip(a, b, strict=True)))
+    return func(a, b)
+
+
+def _where(mask: torch.Tensor, a: Any, b: Any) -> Any:
+    """``a`` where ``mask [B]`` is true, else ``b`` (leaves broadcast over trailing dims)."""
+
+    def leaf(x: Any, y: Any) -> torch.Tensor:
+        y = torch.as_tensor(y, device=x.device)
+        return torch.where(mask.view(-1, *([1] * (x.dim() - 1))), x, y)
+
+    return _map2(leaf, a, b)
+
+
+def _torch_zeros(example: Any, lead: tuple[int, ...], device: torch.device) -> Any:
+    """A zero torch buffer of ``example``'s structure and dtypes, leading dims ``lead``."""
+    if example is None:
+        return None
+    if is_namedarraytuple(example):
+        return type(example)(*(_torch_zeros(x, lead, device) for x in example))
+    example = np.asarray(example)
+    dtype = torch.from_numpy(np.zeros((), example.dtype)).dtype
+    return torch.zeros(lead + example.shape, dtype=dtype, device=device)
+
+
+class _GymVectorAdapter:
+    """A gymnasium ``VectorEnv`` seen as a ``BatchEnv`` on the CPU (torch views of numpy)."""
+
+    device = torch.device("cpu")
+
+    def __init__(self, env: Any):
+        from gymnasium.vector import AutoresetMode
+
+        mode = env.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
+        if mode not in (AutoresetMode.SAME_STEP, AutoresetMode.DISABLED):
+            raise ValueError(
+                f"BatchedSampler: make_env returned a VectorEnv with autoreset_mode={mode}; "
+                "use AutoresetMode.SAME_STEP or DISABLED, e.g. gymnasium.make_vec(..., "
+                'vector_kwargs={"autoreset_mode": gymnasium.vector.AutoresetMode.SAME_STEP})'
+            )
+        self.env, self.num_envs, self.same_step = env, env.num_envs, mode == AutoresetMode.SAME_STEP
+        self.observation_space = GymSpaceWrapper(env.single_observation_space, name="obs")
+        self.action_space = GymSpaceWrapper(env.single_action_space, name="act")
+        self._seeds: list[int] | None = None
+
+    def seed(self, seeds: list[int] | None) -> None:
+        self._seeds = seeds
+
+    def reset(self) -> Any:
+        observation, _ = self.env.reset(seed=self._seeds)
+        self._seeds = None  # later episodes continue each env's random stream
+        return torchify_buffer(self.observation_space.convert(observation))
+
+    def step(self, action: Any) -> tuple[Any, torch.Tensor, torch.Tensor, torch.Tensor]:
+        action = _gym_batch(self.action_space, numpify_buffer(_buffer_to_cpu(action)))
+        observation, reward, terminated, truncated, _ = self.env.step(action)
+        if not self.same_step and np.any(terminated | truncated):
+            fresh, _ = self.env.reset(options={"reset_mask": terminated | truncated})
+            observation = _np_where(terminated | truncated, fresh, observation)
+        return (
+            torchify_buffer(self.observation_space.convert(observation)),
+            torch.from_numpy(np.asarray(reward, np.float32)),
+            torch.from_numpy(np.asarray(terminated, bool)),
+            torch.from_numpy(np.asarray(truncated, bool)),
+        )
+
+    def close(self) -> None:
+        self.env.close()
+
+
+def _buffer_to_cpu(buffer: Any) -> Any:
+    if buffer is None:
+        return None
+    if is_namedarraytuple(buffer):
+        return type(buffer)(*(_buffer_to_cpu(x) for x in buffer))
+    return buffer.cpu() if isinstance(buffer, torch.Tensor) else buffer
+
+
+def _gym_batch(space: GymSpaceWrapper, value: Any) -> Any:
+    """A batch of our actions as the vector env expects (dicts/tuples of gym-dtype arrays)."""
+    if not space._children:
+        return np.asarray(value, dtype=space.gym_space.dtype)
+    parts = [_gym_batch(c, v) for c, v in zip(space._children, value, strict=True)]
+    return dict(zip(space._keys, parts, strict=True)) if space._keys is not None else tuple(parts)
+
+
+def _np_where(mask: np.ndarray, a: Any, b: Any) -> Any:
+    if isinstance(a, dict):
+        return {k: _np_where(mask, a[k], b[k]) for k in a}
+    if isinstance(a, tuple):
+        return tuple(_np_where(mask, x, y) for x, y in zip(a, b, strict=True))
+    return np.where(mask.reshape(-1, *([1] * (np.ndim(a) - 1))), a, b)
+
+
+def _as_batch_env(env: Any, num_envs: int) -> Any:
+    import gymnasium
+
+    if isinstance(env, gymnasium.vector.VectorEnv):
+        env = _GymVectorAdapter(env)
+    elif not isinstance(env, BatchEnv):
+        raise TypeError(
+            f"BatchedSampler: make_env({num_envs}) must return a gymnasium VectorEnv or a "
+            f"BatchEnv, got {type(env).__name__}"
+        )
+    if env.num_envs != num_envs:
+        raise ValueError(f"BatchedSampler: make_env({num_envs}) made {env.num_envs} envs")
+    return env
+
+
+class BatchedSampler(BaseSampler):
+    """Collects ``[batch_T, batch_B]`` batches from one vectorised env (see the module).
+
+    Episode boundaries follow ``CpuResetCollector``: a done env starts its next episode at
+    the next step, with the null previous action, previous reward 0 and
+    ``agent.reset_one(idx=b)``.  Trajectory infos are accumulated in tensors (length,
+    return, non-zero rewards, discounted return), so ``TrajInfoCls`` may not override
+    ``step`` or ``terminate`` (``terminate`` would get no final observation).
+
+    ``max_decorrelation_steps``: all envs take ``n`` random-action steps together at the
+    start (``n`` drawn from the seeded rng in ``[0, max]``); they drift apart only through
+    their episodes' different lengths.
+    """
+
+    def __init__(
+        self,
+        make_env: Callable[[int], Any],
+        batch_T: int,
+        batch_B: int,
+        max_decorrelation_steps: int = 0,
+        TrajInfoCls: type[TrajInfo] = TrajInfo,
+    ):
+        super().__init__(
+            make_env, None, batch_T, batch_B, None, max_decorrelation_steps, TrajInfoCls
+        )
+        for name in ("step", "terminate"):
+            if getattr(TrajInfoCls, name) is not getattr(TrajInfo, name):
+                raise TypeError(
+                    f"BatchedSampler: TrajInfoCls={TrajInfoCls.__name__} overrides {name}(); "
+                    "this sampler accumulates episode statistics in tensors and supports only "
+                    "TrajInfo's fields"
+                )
+        self.make_env = make_env
+
+    def initialize(
+        self,
+        agent: Any,
+        affinity: dict[str, Any] | None = None,
+        seed: int | None = None,
+        bootstrap_value: bool = False,
+        traj_info_kwargs: dict[str, Any] | None = None,
+        rank: int = 0,
+        world_size: int = 1,
+    ) -> dict[str, Any]:
+        """Make the env, initialize the agent, allocate the batch on the env's device;
+        return one example of every field (to size replay buffers)."""
+        B = self.batch_spec.B
+        for key, value in (traj_info_kwargs or {}).items():
+            setattr(self.TrajInfoCls, "_" + key, value)
+        self.env = _as_batch_env(self.make_env(B), B)
+        self.device = torch.device(self.env.device)
+        agent.initialize(
+            self.env_spaces,
+            share_memory=False,
+            global_B=B * world_size,
+            env_ranks=list(range(rank * B, (rank + 1) * B)),
+        )
+        self.agent = agent
+        examples = self._examples(agent)
+        self._allocate(examples, bootstrap_value)
+        env_seeds = self._env_seeds(seed, rank, B)
+        if isinstance(self.env, _GymVectorAdapter):
+            self.env.seed(env_seeds)
+        else:
+            self.env.seed(int(self._seeds(seed, rank).generate_state(1)[0]))
+        self.action_space.seed(env_seeds[0])
+        self.null_action = torchify_buffer(self.action_space.null_value())
+        self._start(np.random.default_rng(env_seeds[0]))
+        return examples
+
+    @property
+    def action_space(self) -> Space:
+        return self.env.action_space
+
+    @property
+    def env_spaces(self) -> EnvSpaces:
+        return EnvSpaces(observation=self.env.observation_space, action=self.env.action_space)
+
+    def _examples(self, agent: Any) -> dict[str, Any]:
+        """One real step of a one-env copy and of ``agent``: every field's shape and dtype
+        (a copy, so the run's env keeps the stream its seeds give it)."""
+        env = _as_batch_env(self.make_env(1), 1)
+        try:
+            env.reset()
+            null = self.action_space.null_value()
+            action = _map2(lambda x, _: torch.as_tensor(x, device=env.device)[None], null, null)
+            observation, reward, _, _ = env.step(action)
+            agent.reset()
+            with torch.no_grad():
+                agent_step = agent.step(observation, action, reward)
+        finally:
+            env.close()
+
+        def first(buf: Any) -> Any:  # env 0 of the one-env batch, as numpy
+            return None if buf is None else numpify_buffer(_buffer_to_cpu(buf[0]))
+
+        agent_info = agent_step.agent_info
+        if isinstance(agent_info, tuple) and not agent_info:
+            agent_info = None
+        return dict(
+            observation=first(observation),
+            reward=np.float32(first(reward)),
+            done=np.bool_(False),
+            env_info=EnvInfo(np.bool_(False)),
+            action=np.asarray(null),
+            agent_info=first(agent_info),
+        )
+
+    def _allocate(self, examples: dict[str, Any], bootstrap_value: bool) -> None:
+        T, B = self.batch_spec
+
+        def zeros(example: Any, lead: tuple[int, ...]) -> Any:
+            return _torch_zeros(example, lead, self.device)
+
+        agent = dict(
+            action=zeros(examples["action"], (T, B)),
+            prev_action=zeros(examples["action"], (T, B)),
+            agent_info=zeros(examples["agent_info"], (T, B)),
+        )
+        if bootstrap_value:
+            agent_samples = AgentSamplesBsv(**agent, bootstrap_value=zeros(np.float32(0), (B,)))
+        else:
+            agent_samples = AgentSamples(**agent)
+        env = EnvSamples(
+            observation=zeros(examples["observation"], (T, B)),
+            reward=zeros(examples["reward"], (T, B)),
+            prev_reward=zeros(examples["reward"], (T, B)),
+            done=zeros(examples["done"], (T, B)),
+            env_info=zeros(examples["env_info"], (T, B)),
+        )
+        self.samples_pyt = Samples(agent=agent_samples, env=env)
+        # Per-episode running statistics, and their values at each step's end (read at a done).
+        f64 = dict(dtype=torch.float64, device=self.device)
+        self._stats = torch.zeros(B, 4, **f64)  # length, return, nonzero rewards, discounted
+        self._discount = torch.ones(B, **f64)
+        self._stats_at = torch.zeros(T, B, 4, **f64)
+
+    def _start(self, rng: np.random.Generator) -> None:
+        """Reset every env, then take the decorrelation steps (their episodes not reported)."""
+        B = self.batch_spec.B
+        self.observation = self.env.reset()
+        self.prev_action = self._null_batch()
+        self.prev_reward = torch.zeros(B, device=self.device)
+        n = int(rng.integers(self.max_decorrelation_steps + 1))
+        for _ in range(n):
+            action = torchify_buffer(_stack([self.action_space.sample() for _ in range(B)]))
+            _, done, _ = self._step(_map2(lambda x, _: x.to(self.device), action, action))
+            self._end_episodes(done)
+        self.agent.reset()
+
+    def _null_batch(self) -> Any:
+        B = self.batch_spec.B
+        return _map2(
+            lambda x, _: x.to(self.device).expand(B, *x.shape).clone(),
+            self.null_action,
+            self.null_action,
+        )
+
+    def _step(self, action: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Step every env with ``action``; update the agent inputs and episode statistics.
+        Returns ``(reward, done, timeout)``."""
+        observation, reward, terminated, truncated = self.env.step(action)
+        reward = reward.to(torch.float32)
+        done, timeout = terminated | truncated, truncated & ~terminated
+        self._stats[:, 0] += 1
+        self._stats[:, 1] += reward
+        self._stats[:, 2] += reward != 0
+        self._stats[:, 3] += self._discount * reward
+        self._discount *= self.TrajInfoCls._discount
+        self.observation = observation
+        self.prev_action = _where(done, self._null_batch(), action)
+        self.prev_reward = torch.where(done, torch.zeros_like(reward), reward)
+        return reward, done, timeout
+
+    def _end_episodes(self, done: torch.Tensor) -> None:
+        self._stats[done] = 0
+        self._discount[done] = 1
+
+    def obtain_samples(self, itr: int) -> tuple[Any, list[TrajInfo]]:
+        """One batch: ``(samples [T, B] on the env's device, completed trajectory infos)``."""
+        agent_buf, env_buf = self.samples_pyt.agent, self.samples_pyt.env
+        self.agent.sample_mode(itr)
+        for t in range(self.batch_spec.T):
+            env_buf.observation[t] = self.observation
+            agent_buf.prev_action[t] = self.prev_action
+            env_buf.prev_reward[t] = self.prev_reward
+            with torch.no_grad():
+                action, agent_info = self.agent.step(
+                    self.observation, self.prev_action, self.prev_reward
+                )
+            action = _map2(lambda x, _: x.to(self.device), action, action)
+            agent_buf.action[t] = action
+            if agent_info is not None and agent_buf.agent_info is not None:
+                agent_buf.agent_info[t] = agent_info
+            reward, done, timeout = self._step(action)
+            env_buf.reward[t], env_buf.done[t] = reward, done
+            env_buf.env_info.timeout[t] = timeout
+            self._stats_at[t] = self._stats
+            self._end_episodes(done)
+            for b in torch.nonzero(done).flatten().tolist():  # one host sync per step
+                self.agent.reset_one(idx=b)
+        if "bootstrap_value" in agent_buf:
+            with torch.no_grad():
+                value = self.agent.value(self.observation, self.prev_action, self.prev_reward)
+            agent_buf.bootstrap_value[:] = value
+        return self.samples_pyt, self._completed()
+
+    def _completed(self) -> list[TrajInfo]:
+        """The episodes that ended in this batch, in (t, b) order, as ``TrajInfoCls``."""
+        completed = []
+        for length, ret, nonzero, disc in self._stats_at[self.samples_pyt.env.done].tolist():
+            info = self.TrajInfoCls()
+            info.Length, info.Return = int(length), ret
+            info.NonzeroRewards, info.DiscountedReturn = int(nonzero), disc
+            completed.append(info.terminate(None))
+        return completed
+
+    def evaluate_agent(self, itr: int) -> list[TrajInfo]:
+        raise NotImplementedError(
+            "BatchedSampler does not evaluate; evaluate with a SerialSampler (eval_n_envs > 0) "
+            "or run another BatchedSampler with the agent in eval mode"
+        )
+
+    def shutdown(self) -> None:
+        env = getattr(self, "env", None)
+        if env is not None:
+            env.close()
+
+
+def _stack(values: list[Any]) -> Any:
+    """Stack a list of (possibly namedarraytuple) values along a new leading dim."""
+    first = values[0]
+    if is_namedarraytuple(first):
+        return type(first)(*(_stack([v[i] for v in values]) for i in range(len(first))))
+    return np.stack(values)
