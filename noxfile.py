@@ -27,7 +27,8 @@ MODULE_NAMES = {"ale-py": "ale_py", "opencv-python": "cv2"}
 TEST_SPECS = [
     "rl-arrays",  # numpy only: proves the torch-free install works
     "rl-arrays[torch]",
-    "rl-replay",
+    "rl-replay",  # numpy only
+    "rl-replay[torch]",  # the torch frame gathers
     "rl-samplers",
     "rl-samplers[atari]",
     "rl-agents",
