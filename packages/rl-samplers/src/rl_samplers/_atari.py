@@ -432,4 +432,4 @@ class AtariTrajInfo(TrajInfo):
         env_info: Any,
     ) -> None:
         super().step(observation, action, reward, done, agent_info, env_info)
-        self.GameScore += float(env_info.game_score)
+        self["GameScore"] += float(env_info.game_score)

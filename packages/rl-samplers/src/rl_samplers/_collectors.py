@@ -104,16 +104,20 @@ class CpuResetCollector(DecorrelatingStartCollector):
     ) -> tuple[Any, list[TrajInfo], list[TrajInfo]]:
         agent_buf, env_buf = self.samples_np.agent, self.samples_np.env
         observation, prev_action, prev_reward = agent_inputs
-        inputs_pyt = torchify_buffer(agent_inputs)
+        prev_pyt = torchify_buffer((prev_action, prev_reward))
         waiting = self._waiting(len(self.envs))
         completed = []
         self.agent.sample_mode(itr)
+        # Each step's new observations go straight into the next row of the batch (the last
+        # step's into ``observation``, which carries over to the next batch): one copy each.
+        env_buf.observation[0] = observation
         for t in range(self.batch_T):
-            env_buf.observation[t] = observation
+            current = env_buf.observation[t]
+            following = env_buf.observation[t + 1] if t + 1 < self.batch_T else observation
             agent_buf.prev_action[t] = prev_action
             env_buf.prev_reward[t] = prev_reward
             with torch.no_grad():
-                action_pyt, agent_info_pyt = self.agent.step(*inputs_pyt)
+                action_pyt, agent_info_pyt = self.agent.step(torchify_buffer(current), *prev_pyt)
             action, agent_info = numpify_buffer(action_pyt), numpify_buffer(agent_info_pyt)
             agent_buf.action[t] = action
             if agent_info is not None:
@@ -121,10 +125,11 @@ class CpuResetCollector(DecorrelatingStartCollector):
             for b, env in enumerate(self.envs):
                 if waiting[b]:  # done earlier in this batch: record a blank, keep done
                     env_buf.reward[t, b], env_buf.done[t, b] = 0, True
+                    following[b] = current[b]
                     continue
                 o, r, d, env_info = env.step(action[b])
                 traj_infos[b].step(
-                    observation[b],
+                    current[b],
                     action[b],
                     r,
                     d,
@@ -145,10 +150,11 @@ class CpuResetCollector(DecorrelatingStartCollector):
                     prev_action[b] = action[b]
                 else:
                     prev_action[b] = action[b]
-                observation[b], prev_reward[b] = o, r
+                following[b], prev_reward[b] = o, r
         if "bootstrap_value" in agent_buf:
             with torch.no_grad():  # value() must not advance a recurrent agent's state
-                agent_buf.bootstrap_value[:] = numpify_buffer(self.agent.value(*inputs_pyt))
+                value = self.agent.value(*torchify_buffer(agent_inputs))
+            agent_buf.bootstrap_value[:] = numpify_buffer(value)
         return agent_inputs, traj_infos, completed
 
     def _waiting(self, n: int) -> np.ndarray:

@@ -36,13 +36,14 @@ class TrajInfo(AttrDict):
         agent_info: Any,
         env_info: Any,
     ) -> None:
-        """Account for one step of the episode."""
+        """Account for one step of the episode.  (Item access, not attributes: this runs
+        every step, and AttrDict's attribute hooks are Python calls.)"""
         reward = float(reward)
-        self.Length += 1
-        self.Return += reward
-        self.NonzeroRewards += reward != 0
-        self.DiscountedReturn += self._cur_discount * reward
-        self._cur_discount *= type(self)._discount
+        self["Length"] += 1
+        self["Return"] += reward
+        self["NonzeroRewards"] += reward != 0
+        self["DiscountedReturn"] += self["_cur_discount"] * reward
+        self["_cur_discount"] *= type(self)._discount
 
     def terminate(self, observation: Any) -> TrajInfo:
         """The finished episode's record."""
