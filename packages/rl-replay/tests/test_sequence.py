@@ -1,6 +1,8 @@
 """Sequence buffers against the reference world: every returned sequence is whole, valid,
 starts at a stored rnn state, and matches the world step by step."""
 
+import math
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -57,12 +59,26 @@ def setups(draw):
     return B, n_frames, interval, n, batch_T, T, chunks, batch_B
 
 
+def starts_remain_once_full(T, n_frames, interval, n, batch_T):
+    """Brute force: with the buffer full and its cursor at a stored rnn state, can any
+    sequence start at a stored state and end before the cursor?"""
+    unit = max(interval, 1)
+    T = math.ceil(T / unit) * unit  # (the buffer rounds its length to whole intervals)
+    oldest_valid, cursor = 10 * T - T + max(1, n_frames - 1), 10 * T
+    starts = range(oldest_valid, cursor - batch_T - n + 1)
+    return any(s % unit == 0 for s in starts)
+
+
 def run(setup, seed, prioritized):
     B, n_frames, interval, n, batch_T, T, chunks, batch_B = setup
     world = World(B, n_frames, done_prob=0.15, rnn=interval > 0, seed=seed)
     example = world.example()
     if prioritized:
         cls = PrioritizedSequenceReplayFrameBuffer if n_frames else PrioritizedSequenceReplayBuffer
+        if not starts_remain_once_full(T, n_frames, interval, n, batch_T):
+            with pytest.raises(ValueError, match="no sequence start"):
+                cls(example, T * B, B, interval, batch_T, n_step_return=n)
+            return
     else:
         cls = UniformSequenceReplayFrameBuffer if n_frames else UniformSequenceReplayBuffer
     buffer = cls(

@@ -61,6 +61,22 @@ class CountingEnv(Env):
         return self._horizon
 
 
+def leaves(buffer, out=None):
+    out = [] if out is None else out
+    if isinstance(buffer, tuple):
+        for item in buffer:
+            leaves(item, out)
+    elif buffer is not None:
+        out.append(buffer)
+    return out
+
+
+def assert_same(a, b):
+    """Two sample buffers (torch) hold equal values in every field."""
+    for x, y in zip(leaves(a), leaves(b), strict=True):
+        assert torch.equal(x, y)
+
+
 class EchoAgent:
     """action = (time in episode + previous action) % n; value = observation's time."""
 
@@ -95,3 +111,31 @@ class EchoAgent:
 
     def sync_shared_memory(self):
         pass
+
+    # The asynchronous samplers' side: a weight of its own, refreshed from the trained one.
+
+    def to_device(self, cuda_idx=None):
+        self.cuda_idx = cuda_idx
+
+    def async_cpu(self, share_memory=True):
+        self.shared_weight, self.weight = self.weight, self.weight.clone()
+        if share_memory:
+            self.weight.share_memory_()
+
+    def recv_shared_memory(self):
+        self.weight.copy_(self.shared_weight)
+
+
+def run_async_sampler(sampler, n_itr, ready, copied, infos, affinity=None):
+    """The sampler's process, as the asynchronous runner drives it: fill the two halves of
+    the double buffer in turn, each once its last batch was taken (``copied``), and say so
+    (``ready``)."""
+    sampler.initialize(affinity)
+    try:
+        for itr in range(n_itr):
+            db_idx = itr % 2
+            copied[db_idx].acquire()
+            infos.put([(info.Length, info.Return) for info in sampler.obtain_samples(itr, db_idx)])
+            ready[db_idx].release()
+    finally:
+        sampler.shutdown()

@@ -10,21 +10,11 @@ import numpy as np
 import pytest
 import torch
 from gymnasium.vector import AutoresetMode
-from sampler_toys import EchoAgent
+from sampler_toys import EchoAgent, leaves
 
 from rl_samplers import BatchedSampler, BatchEnv, FloatBox, IntBox, SerialSampler, TrajInfo, make
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
-
-
-def leaves(buffer, out=None):
-    out = [] if out is None else out
-    if isinstance(buffer, tuple):
-        for item in buffer:
-            leaves(item, out)
-    elif buffer is not None:
-        out.append(buffer)
-    return out
 
 
 class TorchCountingEnv(BatchEnv):

@@ -7,13 +7,14 @@ import time
 import numpy as np
 import pytest
 import torch
-from sampler_toys import CountingEnv, EchoAgent
+from sampler_toys import CountingEnv, EchoAgent, assert_same
 
 from rl_samplers import (
     AlternatingSampler,
     CpuSampler,
     CpuWaitResetCollector,
     GpuSampler,
+    GpuWaitResetCollector,
     NoOverlapAlternatingSampler,
     SerialSampler,
 )
@@ -21,21 +22,6 @@ from rl_samplers import (
 PARALLEL = [CpuSampler, GpuSampler, AlternatingSampler, NoOverlapAlternatingSampler]
 
 CONFIG = dict(batch_T=6, batch_B=4, max_decorrelation_steps=5)
-
-
-def leaves(buffer, out=None):
-    out = [] if out is None else out
-    if isinstance(buffer, tuple):
-        for item in buffer:
-            leaves(item, out)
-    elif buffer is not None:
-        out.append(buffer)
-    return out
-
-
-def assert_same(a, b):
-    for x, y in zip(leaves(a), leaves(b), strict=True):
-        assert torch.equal(x, y)
 
 
 @pytest.fixture(params=["fork", "forkserver", "spawn"])
@@ -102,6 +88,19 @@ def test_wait_reset_collector_waits_for_the_batch_end():
     samples, _ = sampler.obtain_samples(1)
     restarted = np.flatnonzero(done[-1])
     assert (samples.env.observation[0, restarted, 0] == 0).all()  # reset before the next batch
+
+
+@pytest.mark.parametrize("parallel_cls", [GpuSampler, AlternatingSampler])
+def test_gpu_wait_reset_collector_matches_the_cpu_one(parallel_cls):
+    config = dict(batch_T=12, batch_B=4, max_decorrelation_steps=3)
+    serial = SerialSampler(CountingEnv, {}, CollectorCls=CpuWaitResetCollector, **config)
+    serial.initialize(EchoAgent(), seed=4)
+    with parallel_cls(CountingEnv, {}, CollectorCls=GpuWaitResetCollector, **config) as parallel:
+        parallel.initialize(EchoAgent(), seed=4)
+        for itr in range(3):
+            (a, _), (b, _) = serial.obtain_samples(itr), parallel.obtain_samples(itr)
+            assert a.env.done[-1].any()  # (some env did wait)
+            assert_same(a, b)
 
 
 def test_bootstrap_value_is_the_value_after_the_last_step():

@@ -180,11 +180,20 @@ class PrioritizedSequenceReplayBuffer(SequenceNStepReturnBuffer):
             raise ValueError("a prioritized sequence buffer needs batch_T at construction")
         super().__init__(example, size, B, rnn_state_interval, batch_T, **kwargs)
         interval = max(self.rnn_state_interval, 1)
+        off_backward = math.ceil((self._off_backward(batch_T) + 1) / interval) - 1
+        off_forward = math.ceil(self.off_forward / interval)
+        if off_backward + off_forward >= self.T // interval:
+            raise ValueError(
+                f"size {size} gives {self.T} time steps per environment: once the buffer "
+                f"wraps, no sequence start at a stored rnn state (every "
+                f"{interval} steps) leaves room for batch_T={batch_T} plus "
+                f"n_step_return={self.n_step_return} steps; make size larger"
+            )
         self.priorities = Prioritizer(
             self.T // interval,
             self.B,
-            math.ceil((self._off_backward(batch_T) + 1) / interval) - 1,
-            math.ceil(self.off_forward / interval),
+            off_backward,
+            off_forward,
             alpha=alpha,
             beta=beta,
             default_priority=default_priority,

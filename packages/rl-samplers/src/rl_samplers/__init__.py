@@ -2,7 +2,16 @@
 
 from importlib.metadata import version as _version
 
-from ._agent import SamplerAgent
+from ._agent import AsyncSamplerAgent, SamplerAgent
+from ._async import (
+    AsyncAlternatingSampler,
+    AsyncCpuSampler,
+    AsyncGpuSampler,
+    AsyncNoOverlapAlternatingSampler,
+    AsyncParallelSamplerMixin,
+    AsyncSamplerMixin,
+    AsyncSerialSampler,
+)
 from ._atari import AtariEnv, AtariTrajInfo
 from ._base import BaseSampler
 from ._batched import BatchedSampler, BatchEnv
@@ -20,6 +29,7 @@ from ._gpu import (
     GpuEvalCollector,
     GpuResetCollector,
     GpuSampler,
+    GpuWaitResetCollector,
     NoOverlapAlternatingSampler,
 )
 from ._gym import EnvInfoWrapper, GymEnvWrapper, GymSpaceWrapper, make
@@ -32,6 +42,14 @@ __version__ = _version("rl-samplers")
 
 __all__ = [
     "AlternatingSampler",
+    "AsyncAlternatingSampler",
+    "AsyncCpuSampler",
+    "AsyncGpuSampler",
+    "AsyncNoOverlapAlternatingSampler",
+    "AsyncParallelSamplerMixin",
+    "AsyncSamplerAgent",
+    "AsyncSamplerMixin",
+    "AsyncSerialSampler",
     "AtariEnv",
     "AtariTrajInfo",
     "BaseCollector",
@@ -50,6 +68,7 @@ __all__ = [
     "GpuEvalCollector",
     "GpuResetCollector",
     "GpuSampler",
+    "GpuWaitResetCollector",
     "GymEnvWrapper",
     "GymSpaceWrapper",
     "IntBox",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["SamplerAgent"]
+__all__ = ["AsyncSamplerAgent", "SamplerAgent"]
 
 
 @runtime_checkable
@@ -31,3 +31,17 @@ class SamplerAgent(Protocol):
     def eval_mode(self, itr: int) -> None: ...
 
     def sync_shared_memory(self) -> None: ...
+
+
+@runtime_checkable
+class AsyncSamplerAgent(SamplerAgent, Protocol):
+    """What the asynchronous samplers also call: the agent is initialized (on shared memory)
+    in the training process; in the sampler's process it moves to its device, takes a model
+    of its own (``async_cpu``), and copies the trained parameters into it before each batch
+    (``recv_shared_memory``)."""
+
+    def to_device(self, cuda_idx: int | None = None) -> None: ...
+
+    def async_cpu(self, share_memory: bool = True) -> None: ...
+
+    def recv_shared_memory(self) -> None: ...

@@ -24,6 +24,8 @@ class BaseSampler:
     ``eval_max_trajectories`` episodes are complete.
     """
 
+    agent_in_workers = False  # whether worker processes run copies of the agent
+
     def __init__(
         self,
         EnvCls: Any,
@@ -76,6 +78,16 @@ class BaseSampler:
         children = self._seeds(seed, rank).spawn(offset + n)[offset:]
         return [int(c.generate_state(1)[0]) for c in children]
 
+    def _examples(self, agent: Any, traj_info_kwargs: dict[str, Any] | None) -> dict[str, Any]:
+        """One example of every field, from one real step of a fresh environment."""
+        for key, value in (traj_info_kwargs or {}).items():
+            setattr(self.TrajInfoCls, "_" + key, value)
+        env = self.EnvCls(**self.env_kwargs)
+        try:
+            return get_example_outputs(agent, env)
+        finally:
+            env.close()
+
     def _examples_and_buffer(
         self,
         agent: Any,
@@ -83,20 +95,20 @@ class BaseSampler:
         traj_info_kwargs: dict[str, Any] | None,
         shared: bool,
     ) -> dict[str, Any]:
-        for key, value in (traj_info_kwargs or {}).items():
-            setattr(self.TrajInfoCls, "_" + key, value)
-        env = self.EnvCls(**self.env_kwargs)
-        try:
-            examples = get_example_outputs(agent, env)
-        finally:
-            env.close()
+        """Examples, and the batch as ``samples_pyt`` / ``samples_np``; ``buffers`` lists
+        every batch buffer the collectors may be told to fill (the async samplers have two)."""
+        examples = self._examples(agent, traj_info_kwargs)
         self.samples_pyt, self.samples_np = build_samples_buffer(
             examples, self.batch_spec, bootstrap_value, shared
         )
+        self.buffers = [self.samples_np]
         return examples
 
     def initialize(self, agent: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
         raise NotImplementedError
+
+    def _refresh_agent(self) -> None:
+        """Before each batch or evaluation: bring the parameters that act up to date."""
 
     def obtain_samples(self, itr: int) -> tuple[Any, list[TrajInfo]]:
         """One batch: ``(samples as torch tensors [T, B], completed trajectory infos)``."""

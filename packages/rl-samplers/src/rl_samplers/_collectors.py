@@ -142,14 +142,13 @@ class CpuResetCollector(DecorrelatingStartCollector):
                 env_buf.reward[t, b], env_buf.done[t, b] = r, d
                 if env_info is not None:
                     env_buf.env_info[t, b] = env_info
-                if d and self.mid_batch_reset:
+                if not d:
+                    prev_action[b] = action[b]
+                elif self.mid_batch_reset:
                     o, prev_action[b], r = env.reset(), self.null_action, 0.0
                     self.agent.reset_one(idx=b)
-                elif d:
-                    waiting[b] = True
-                    prev_action[b] = action[b]
-                else:
-                    prev_action[b] = action[b]
+                else:  # blank steps follow, fed the null action and reward too
+                    waiting[b], prev_action[b], r = True, self.null_action, 0.0
                 following[b], prev_reward[b] = o, r
         if "bootstrap_value" in agent_buf:
             with torch.no_grad():  # value() must not advance a recurrent agent's state

@@ -29,6 +29,7 @@ __all__ = [
     "GpuEvalCollector",
     "GpuResetCollector",
     "GpuSampler",
+    "GpuWaitResetCollector",
     "NoOverlapAlternatingSampler",
 ]
 
@@ -50,6 +51,8 @@ def _slice(step: AttrDict, start: int, stop: int) -> AttrDict:
 
 class GpuResetCollector(BaseCollector):
     """Worker side: step the envs with the server's actions, reset done ones at once."""
+
+    mid_batch_reset = True
 
     def __init__(self, *args: Any, step: AttrDict, act_ready: Any, obs_ready: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
@@ -76,11 +79,16 @@ class GpuResetCollector(BaseCollector):
         self, agent_inputs: Any, traj_infos: list[TrajInfo], itr: int
     ) -> tuple[Any, list[TrajInfo], list[TrajInfo]]:
         env_buf, step = self.samples_np.env, self.step
+        waiting = np.zeros(len(self.envs), bool)  # (wait-reset: done earlier in this batch)
         completed = []
         for t in range(self.batch_T):
             env_buf.observation[t] = step.observation
             self.act_ready.acquire()
             for b, env in enumerate(self.envs):
+                if waiting[b]:  # a blank step, still done
+                    env_buf.reward[t, b] = step.reward[b] = 0
+                    env_buf.done[t, b] = True
+                    continue
                 o, r, d, env_info = env.step(step.action[b])
                 traj_infos[b].step(step.observation[b], step.action[b], r, d, None, env_info)
                 if getattr(env_info, "traj_done", d):
@@ -89,11 +97,23 @@ class GpuResetCollector(BaseCollector):
                 env_buf.reward[t, b], env_buf.done[t, b] = r, d
                 if env_info is not None:
                     env_buf.env_info[t, b] = env_info
-                if d:
+                if d and self.mid_batch_reset:
                     o = env.reset()
+                elif d:
+                    waiting[b] = True
                 step.observation[b], step.reward[b], step.done[b] = o, r, d
+            if t == self.batch_T - 1:  # waiting envs reset now: the server sees them fresh
+                for b in np.flatnonzero(waiting):
+                    step.observation[b] = self.envs[b].reset()
             self.obs_ready.release()
         return agent_inputs, traj_infos, completed
+
+
+class GpuWaitResetCollector(GpuResetCollector):
+    """A done env waits, recording blank steps with done=True, until the batch ends; then
+    it resets (for recurrent agents trained without ``mid_batch_reset``)."""
+
+    mid_batch_reset = False
 
 
 class GpuEvalCollector:
@@ -161,13 +181,12 @@ class GpuSampler(ParallelSamplerBase):
     def _initialize_agent(self, agent: Any, spaces: Any, global_B: int, env_ranks: Any) -> None:
         agent.initialize(spaces, share_memory=False, global_B=global_B, env_ranks=list(env_ranks))
 
-    def initialize(self, agent: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
-        examples = super().initialize(agent, *args, **kwargs)
+    def _launch_workers(self, *args: Any) -> None:
+        super()._launch_workers(*args)
         # The workers wrote their decorrelated start into the step buffer.
         self.prev_action = self.step.action.copy()
         self.prev_reward = self.step.reward.copy()
-        agent.reset()
-        return examples
+        self.agent.reset()
 
     def _prepare_workers(
         self, ctx: Any, examples: dict[str, Any], splits: list[Any], eval_splits: list[Any]
@@ -235,14 +254,22 @@ class GpuSampler(ParallelSamplerBase):
             self._wait_obs(workers)
             self._observe(step, every)
 
-    def obtain_samples(self, itr: int) -> tuple[Any, list[TrajInfo]]:
+    def _refresh_agent(self) -> None:
+        """(The agent acts here, in this process: nothing to share.)"""
+
+    def _start_collecting(self, itr: int, db_idx: int) -> None:
+        self._refresh_agent()
         self.agent.sample_mode(itr)
-        self.ctrl.command(COLLECT, itr)
+        self.samples_np = self.buffers[db_idx]
+        self.ctrl.command(COLLECT, itr, db_idx)
+
+    def _collect(self, itr: int, db_idx: int) -> list[TrajInfo]:
+        self._start_collecting(itr, db_idx)
         workers = list(range(len(self.workers)))
         self._serve(self.step, workers, self.batch_spec.T, record=True)
         infos = self._gather()
         self._bootstrap_value()
-        return self.samples_pyt, infos
+        return infos
 
     def _bootstrap_value(self) -> None:
         if "bootstrap_value" in self.samples_np.agent:
@@ -255,6 +282,7 @@ class GpuSampler(ParallelSamplerBase):
         if self.eval_n_envs == 0:
             raise RuntimeError("this sampler was made with eval_n_envs=0")
         workers = [w for w, envs in enumerate(self.eval_splits) if len(envs)]
+        self._refresh_agent()
         self.agent.reset()
         self.agent.eval_mode(itr)
         self.ctrl.command(EVALUATE, itr)
@@ -328,37 +356,36 @@ class AlternatingSampler(GpuSampler):
             (list(range(half, len(splits))), slice(middle, self.batch_spec.B)),
         ]
 
-    def obtain_samples(self, itr: int) -> tuple[Any, list[TrajInfo]]:
-        self.agent.sample_mode(itr)
-        self.ctrl.command(COLLECT, itr)
+    def _collect(self, itr: int, db_idx: int) -> list[TrajInfo]:
+        self._start_collecting(itr, db_idx)
         step, (first, second) = self.step, self.groups
         for t in range(self.batch_spec.T):
             if self.overlap_groups:
                 self._act(step, first[1], t)  # (the second group may still be stepping)
                 self._release(first)
                 if t > 0:
-                    self._collect(second)
+                    self._observe_group(second)
                 self._act(step, second[1], t)  # while the first group steps
                 self._release(second)
-                self._collect(first)
+                self._observe_group(first)
             else:  # only one group steps at a time (e.g. two workers sharing a core)
                 self._act(step, first[1], t)
                 if t > 0:
-                    self._collect(second)
+                    self._observe_group(second)
                 self._release(first)
                 self._act(step, second[1], t)  # while the first group steps
-                self._collect(first)
+                self._observe_group(first)
                 self._release(second)
-        self._collect(second)
+        self._observe_group(second)
         infos = self._gather()
         self._bootstrap_value()
-        return self.samples_pyt, infos
+        return infos
 
     def _release(self, group: tuple[list[int], slice]) -> None:
         for w in group[0]:
             self.act_ready[w].release()
 
-    def _collect(self, group: tuple[list[int], slice]) -> None:
+    def _observe_group(self, group: tuple[list[int], slice]) -> None:
         self._wait_obs(group[0])
         self._observe(self.step, group[1])
 

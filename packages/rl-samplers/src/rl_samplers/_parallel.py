@@ -65,11 +65,7 @@ class ParallelSamplerBase(BaseSampler):
     ) -> dict[str, Any]:
         """Start the workers; return one example of every field."""
         B = self.batch_spec.B
-        affinity = affinity or {}
-        workers_cpus = affinity.get("workers_cpus")
-        n_workers = len(workers_cpus) if workers_cpus else min(os.cpu_count() or 1, B)
-        if not 1 <= n_workers <= B:
-            raise ValueError(f"{n_workers} workers cannot share {B} environments")
+        self._n_workers(affinity)  # (refuse a bad affinity before any work)
         env = self.EnvCls(**self.env_kwargs)
         try:
             self._initialize_agent(
@@ -79,6 +75,26 @@ class ParallelSamplerBase(BaseSampler):
             env.close()
         examples = self._examples_and_buffer(agent, bootstrap_value, traj_info_kwargs, shared=True)
         self.agent = agent
+        self._launch_workers(affinity, seed, rank, examples)
+        return examples
+
+    def _n_workers(self, affinity: dict[str, Any] | None) -> int:
+        B = self.batch_spec.B
+        workers_cpus = (affinity or {}).get("workers_cpus")
+        n_workers = len(workers_cpus) if workers_cpus else min(os.cpu_count() or 1, B)
+        if not 1 <= n_workers <= B:
+            raise ValueError(f"{n_workers} workers cannot share {B} environments")
+        return n_workers
+
+    def _launch_workers(
+        self, affinity: dict[str, Any] | None, seed: int | None, rank: int, examples: dict[str, Any]
+    ) -> None:
+        """Start the workers, each writing its slice of every buffer in ``self.buffers``,
+        and wait until each has made its environments."""
+        B = self.batch_spec.B
+        affinity = affinity or {}
+        workers_cpus = affinity.get("workers_cpus")
+        n_workers = self._n_workers(affinity)
         env_seeds = self._env_seeds(seed, rank, B)
         eval_seeds = self._env_seeds(seed, rank, self.eval_n_envs, offset=B)
         worker_seeds = self._seeds(seed, rank).generate_state(n_workers)
@@ -95,13 +111,14 @@ class ParallelSamplerBase(BaseSampler):
             batch_T=self.batch_spec.T,
             max_decorrelation_steps=self.max_decorrelation_steps,
             eval_max_T=self.eval_max_T,
-            agent=agent if self.agent_in_workers else None,
+            agent=self.agent if self.agent_in_workers else None,
             main_pid=os.getpid(),
         )
         splits = np.array_split(np.arange(B), n_workers)
         eval_splits = np.array_split(np.arange(self.eval_n_envs), n_workers)
         self._prepare_workers(ctx, examples, splits, eval_splits)
         for w, (envs, eval_envs) in enumerate(zip(splits, eval_splits, strict=True)):
+            start, stop = int(envs[0]), int(envs[-1]) + 1
             worker = dict(
                 rank=w,
                 seed=int(worker_seeds[w]),
@@ -109,7 +126,7 @@ class ParallelSamplerBase(BaseSampler):
                 torch_threads=affinity.get("worker_torch_threads", 1),
                 env_seeds=[env_seeds[b] for b in envs],
                 eval_env_seeds=[eval_seeds[b] for b in eval_envs],
-                samples_np=_env_slice(self.samples_np, int(envs[0]), int(envs[-1]) + 1),
+                buffers=[_env_slice(buffer, start, stop) for buffer in self.buffers],
                 **self._worker_extras(w),
             )
             process = ctx.Process(
@@ -121,7 +138,6 @@ class ParallelSamplerBase(BaseSampler):
             process.start()
             self.workers.append(process)
         self._gather(WORKER_START_TIMEOUT)  # every worker made its envs
-        return examples
 
     def _initialize_agent(self, agent: Any, spaces: Any, global_B: int, env_ranks: Any) -> None:
         agent.initialize(spaces, share_memory=True, global_B=global_B, env_ranks=list(env_ranks))
@@ -176,15 +192,23 @@ class ParallelSamplerBase(BaseSampler):
         self.shutdown()
         raise RuntimeError(f"sampler worker {rank} failed:\n{trace}")
 
-    def obtain_samples(self, itr: int) -> tuple[Any, list[TrajInfo]]:
+    def _refresh_agent(self) -> None:
+        """Make the latest parameters visible to the workers' agent copies."""
         self.agent.sync_shared_memory()
-        self.ctrl.command(COLLECT, itr)
-        return self.samples_pyt, self._gather()
+
+    def obtain_samples(self, itr: int) -> tuple[Any, list[TrajInfo]]:
+        return self.samples_pyt, self._collect(itr, 0)
+
+    def _collect(self, itr: int, db_idx: int) -> list[TrajInfo]:
+        """Fill ``self.buffers[db_idx]``; return the trajectory infos completed."""
+        self._refresh_agent()
+        self.ctrl.command(COLLECT, itr, db_idx)
+        return self._gather()
 
     def evaluate_agent(self, itr: int) -> list[TrajInfo]:
         if self.eval_n_envs == 0:
             raise RuntimeError("this sampler was made with eval_n_envs=0")
-        self.agent.sync_shared_memory()
+        self._refresh_agent()
         self.ctrl.command(EVALUATE, itr)
         infos = self._gather(max_infos=self.eval_max_trajectories)
         return infos[: self.eval_max_trajectories]
@@ -194,7 +218,7 @@ class ParallelSamplerBase(BaseSampler):
         workers, self.workers = self.workers, []
         if not workers:
             return
-        self.ctrl.state[:] = (QUIT, 0, 1)
+        self.ctrl.state[:] = (QUIT, 0, 1, 0)
         for semaphore in self.ctrl.start:
             semaphore.release()
         for process in workers:

@@ -37,9 +37,7 @@ class SerialSampler(BaseSampler):
         """Make the environments, initialize the agent, allocate the batch; return one
         example of every field (to size replay buffers)."""
         B = self.batch_spec.B
-        self.envs = [self.EnvCls(**self.env_kwargs) for _ in range(B)]
-        for env, env_seed in zip(self.envs, self._env_seeds(seed, rank, B), strict=True):
-            env.seed(env_seed)
+        self._make_envs(seed, rank)
         agent.initialize(
             self.envs[0].spaces,
             share_memory=False,
@@ -48,13 +46,25 @@ class SerialSampler(BaseSampler):
         )
         examples = self._examples_and_buffer(agent, bootstrap_value, traj_info_kwargs, shared=False)
         self.agent = agent
+        self._start_collectors(seed, rank)
+        return examples
+
+    def _make_envs(self, seed: int | None, rank: int) -> None:
+        B = self.batch_spec.B
+        self.envs = [self.EnvCls(**self.env_kwargs) for _ in range(B)]
+        for env, env_seed in zip(self.envs, self._env_seeds(seed, rank, B), strict=True):
+            env.seed(env_seed)
+
+    def _start_collectors(self, seed: int | None, rank: int) -> None:
+        """The collector (started: decorrelated envs) and the evaluation collector."""
+        B = self.batch_spec.B
         self.collector = self.CollectorCls(
             rank=0,
             envs=self.envs,
             samples_np=self.samples_np,
             batch_T=self.batch_spec.T,
             TrajInfoCls=self.TrajInfoCls,
-            agent=agent,
+            agent=self.agent,
             env_seeds=self._env_seeds(seed, rank, B),
         )
         self.agent_inputs, self.traj_infos = self.collector.start_envs(self.max_decorrelation_steps)
@@ -65,20 +75,30 @@ class SerialSampler(BaseSampler):
             for env, env_seed in zip(self.eval_envs, eval_seeds, strict=True):
                 env.seed(env_seed)
             self.eval_collector = self.eval_CollectorCls(
-                self.eval_envs, agent, self.TrajInfoCls, self.eval_max_T, self.eval_max_trajectories
+                self.eval_envs,
+                self.agent,
+                self.TrajInfoCls,
+                self.eval_max_T,
+                self.eval_max_trajectories,
             )
-        return examples
 
     def obtain_samples(self, itr: int) -> tuple[Any, list[Any]]:
+        return self.samples_pyt, self._collect(itr, 0)
+
+    def _collect(self, itr: int, db_idx: int) -> list[Any]:
+        """Fill ``self.buffers[db_idx]``; return the trajectory infos completed."""
+        self._refresh_agent()
+        self.collector.samples_np = self.buffers[db_idx]
         self.collector.reset_if_needed(self.agent_inputs)
         self.agent_inputs, self.traj_infos, completed = self.collector.collect_batch(
             self.agent_inputs, self.traj_infos, itr
         )
-        return self.samples_pyt, completed
+        return completed
 
     def evaluate_agent(self, itr: int) -> list[Any]:
         if self.eval_n_envs == 0:
             raise RuntimeError("this sampler was made with eval_n_envs=0")
+        self._refresh_agent()
         return self.eval_collector.collect_evaluation(itr)
 
     def shutdown(self) -> None:

@@ -33,10 +33,10 @@ class Control:
         self.start = [ctx.Semaphore(0) for _ in range(n_workers)]
         self.results = ctx.Queue()
         self.errors = ctx.Queue()
-        self.state = np_mp_array(3, np.int64)  # command, itr, stop_eval
+        self.state = np_mp_array(4, np.int64)  # command, itr, stop_eval, double-buffer index
 
-    def command(self, command: int, itr: int = 0) -> None:
-        self.state[:] = (command, itr, 0)
+    def command(self, command: int, itr: int = 0, db_idx: int = 0) -> None:
+        self.state[:] = (command, itr, 0, db_idx)
         for semaphore in self.start:
             semaphore.release()
 
@@ -84,7 +84,7 @@ def sampling_process(common: dict[str, Any], worker: dict[str, Any]) -> None:
         collector = common["CollectorCls"](
             rank=rank,
             envs=envs,
-            samples_np=worker["samples_np"],
+            samples_np=worker["buffers"][0],
             batch_T=common["batch_T"],
             TrajInfoCls=common["TrajInfoCls"],
             agent=common.get("agent"),
@@ -110,7 +110,7 @@ def sampling_process(common: dict[str, Any], worker: dict[str, Any]) -> None:
         ctrl.results.put(None)  # ready
         while True:
             ctrl.start[rank].acquire()
-            command, itr = int(ctrl.state[0]), int(ctrl.state[1])
+            command, itr, db_idx = int(ctrl.state[0]), int(ctrl.state[1]), int(ctrl.state[3])
             if command == QUIT:
                 break
             if command == EVALUATE:
@@ -118,6 +118,7 @@ def sampling_process(common: dict[str, Any], worker: dict[str, Any]) -> None:
                     stop = _StopFlag(ctrl.state)
                     eval_collector.collect_evaluation(itr, stop=stop, report=ctrl.results.put)
             else:
+                collector.samples_np = worker["buffers"][db_idx]
                 collector.reset_if_needed(agent_inputs)
                 agent_inputs, traj_infos, completed = collector.collect_batch(
                     agent_inputs, traj_infos, itr
