@@ -226,3 +226,32 @@ def test_alternating_samplers_need_an_even_number_of_workers():
             EchoAgent(), affinity={"workers_cpus": [0, 1, 0]}
         )
     assert not mp.active_children()
+
+
+@pytest.mark.parametrize("collector_cls", [None, CpuWaitResetCollector])
+def test_serial_sampler_state_resumes_exactly(collector_cls):
+    """A sampler loading another's pickled state carries on with its very next batch."""
+    import pickle
+
+    kwargs = dict(eval_n_envs=1, eval_max_steps=10, **CONFIG)
+    if collector_cls is not None:
+        kwargs["CollectorCls"] = collector_cls
+    first = SerialSampler(CountingEnv, {}, **kwargs)
+    first.initialize(EchoAgent(), seed=1, bootstrap_value=True)
+    for itr in range(2):
+        first.obtain_samples(itr)
+    state = pickle.dumps(first.state_dict())
+    second = SerialSampler(CountingEnv, {}, **kwargs)
+    second.initialize(EchoAgent(), seed=99, bootstrap_value=True)  # (another seed: overwritten)
+    second.load_state_dict(pickle.loads(state))
+    for itr in range(2, 4):
+        (a, infos_a), (b, infos_b) = first.obtain_samples(itr), second.obtain_samples(itr)
+        assert_same(a, b)
+        assert [i.Return for i in infos_a] == [i.Return for i in infos_b]
+    assert [i.Return for i in first.evaluate_agent(4)] == [
+        i.Return for i in second.evaluate_agent(4)
+    ]
+    smaller = SerialSampler(CountingEnv, {}, batch_T=2, batch_B=3)
+    smaller.initialize(EchoAgent())
+    with pytest.raises(ValueError, match="saved state has 4 environments"):
+        smaller.load_state_dict(first.state_dict())

@@ -95,6 +95,38 @@ class SerialSampler(BaseSampler):
         )
         return completed
 
+    def state_dict(self) -> dict[str, Any]:
+        """Where every environment is, to resume a run exactly: the environments themselves
+        (they must pickle), the collector's random generators, the agent inputs and the
+        episodes under way.  Meant to be pickled; a recurrent agent's state is not in it."""
+        return dict(
+            envs=self.envs,
+            eval_envs=getattr(self, "eval_envs", []),
+            rngs=self.collector.rngs,
+            need_reset=getattr(self.collector, "need_reset", None),
+            agent_inputs=self.agent_inputs,
+            traj_infos=self.traj_infos,
+        )
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from ``state_dict()`` of a sampler made with the same arguments."""
+        if len(state["envs"]) != len(self.envs) or len(state["eval_envs"]) != self.eval_n_envs:
+            raise ValueError(
+                f"the saved state has {len(state['envs'])} environments and "
+                f"{len(state['eval_envs'])} evaluation ones; this sampler has {len(self.envs)} "
+                f"and {self.eval_n_envs}"
+            )
+        for env in self.envs + getattr(self, "eval_envs", []):
+            env.close()
+        # In place: the collectors hold these very lists.
+        self.envs[:] = state["envs"]
+        if self.eval_n_envs:
+            self.eval_envs[:] = state["eval_envs"]
+        self.collector.rngs[:] = state["rngs"]
+        if state["need_reset"] is not None:
+            self.collector.need_reset[:] = state["need_reset"]
+        self.agent_inputs, self.traj_infos = state["agent_inputs"], state["traj_infos"]
+
     def evaluate_agent(self, itr: int) -> list[Any]:
         if self.eval_n_envs == 0:
             raise RuntimeError("this sampler was made with eval_n_envs=0")
