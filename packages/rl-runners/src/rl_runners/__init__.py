@@ -1,7 +1,40 @@
-"""Training runners (minibatch, synchronous, asynchronous), logger and checkpoints."""
+"""Training runners, the logger, checkpoints and exact resume.
+
+``MinibatchRl`` / ``MinibatchRlEval`` alternate ``sampler.obtain_samples`` and
+``algo.optimize_agent``, logging through ``logger`` (rlpyt's logger calls) into the run
+directory that ``logger_context`` sets up, with checkpoints that ``resume`` continues exactly.
+"""
 
 from importlib.metadata import version
 
+from ._checkpoint import atomic_write, companion_path, find_checkpoint, load_checkpoint
+from ._logger import SNAPSHOT_MODES, Logger, logger, logger_context
+from ._minibatch_rl import CHECKPOINT_FORMAT, MinibatchRl, MinibatchRlBase, MinibatchRlEval
+from ._prog_bar import ProgBarCounter
+from ._protocols import AgentProtocol, AlgoProtocol, SamplerProtocol
+from ._seed import get_rng_state, make_seed, set_rng_state, set_seed
+
 __version__ = version("rl-runners")
 
-__all__: list[str] = []
+__all__ = [
+    "CHECKPOINT_FORMAT",
+    "SNAPSHOT_MODES",
+    "AgentProtocol",
+    "AlgoProtocol",
+    "Logger",
+    "MinibatchRl",
+    "MinibatchRlBase",
+    "MinibatchRlEval",
+    "ProgBarCounter",
+    "SamplerProtocol",
+    "atomic_write",
+    "companion_path",
+    "find_checkpoint",
+    "get_rng_state",
+    "load_checkpoint",
+    "logger",
+    "logger_context",
+    "make_seed",
+    "set_rng_state",
+    "set_seed",
+]

@@ -1,0 +1,399 @@
+"""The logger: text lines to the terminal and ``debug.log``, one row of diagnostics per log
+interval to the terminal, ``progress.csv`` and (optionally) TensorBoard, and snapshots.
+
+``logger`` is one shared instance used like rlpyt's logger module
+(``logger.record_tabular(...)``, ``logger.dump_tabular()``, ``logger.log(...)``);
+``logger_context`` points it at a run directory for the duration of a run.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime
+import io
+import json
+import math
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+import torch
+
+from ._checkpoint import atomic_write, companion_path, save_pickle, save_torch
+
+__all__ = ["SNAPSHOT_MODES", "Logger", "logger", "logger_context"]
+
+SNAPSHOT_MODES = ("none", "last", "all", "gap")
+
+_STAT_NAMES = ("Average", "Std", "Median", "Min", "Max")
+
+
+def _plain(value: Any) -> Any:
+    """A python scalar for numpy scalars and one-element tensors; anything else unchanged."""
+    if isinstance(value, torch.Tensor) and value.numel() == 1:
+        return value.item()
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _format(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
+
+
+def _csv_line(values: Sequence[Any]) -> str:
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerow(values)
+    return buf.getvalue()
+
+
+class Logger:
+    """Text log, tabular diagnostics and snapshots (see the module).
+
+    Without outputs (outside ``logger_context``) text and tables go to stdout only and
+    ``save_itr_params`` writes nothing.
+    """
+
+    def __init__(self) -> None:
+        self._prefixes: list[str] = []
+        self._tabular_prefixes: list[str] = []
+        self._tabular: dict[str, Any] = {}
+        self._iteration = 0
+        self._text_file: IO[str] | None = None
+        self._csv_path: Path | None = None
+        self._csv_file: IO[str] | None = None
+        self._header: list[str] | None = None
+        self._n_rows = 0
+        self._summary_writer: Any = None
+        self._snapshot_dir: Path | None = None
+        self._snapshot_mode = "none"
+        self._snapshot_gap = 1
+
+    # ---------------------------------------------------------------- text
+    def log(self, s: str, with_prefix: bool = True, with_timestamp: bool = True) -> None:
+        """Print ``s`` (with the current prefixes and a timestamp) and append it to
+        ``debug.log`` when one is open."""
+        line = str(s)
+        if with_prefix:
+            line = "".join(self._prefixes) + line
+        if with_timestamp:
+            stamp = datetime.datetime.now().strftime("%Y-%m-%d %H:%M:%S.%f")
+            line = f"{stamp} | {line}"
+        print(line, flush=True)
+        if self._text_file is not None:
+            self._text_file.write(line + "\n")
+            self._text_file.flush()
+
+    def push_prefix(self, prefix: str) -> None:
+        self._prefixes.append(prefix)
+
+    def pop_prefix(self) -> None:
+        self._prefixes.pop()
+
+    @contextmanager
+    def prefix(self, prefix: str) -> Iterator[None]:
+        """Prepend ``prefix`` to text lines logged inside the block."""
+        self.push_prefix(prefix)
+        try:
+            yield
+        finally:
+            self.pop_prefix()
+
+    def set_text_output(self, path: str | os.PathLike | None) -> None:
+        """Append text lines to ``path`` (``None``: stop writing to a file)."""
+        if self._text_file is not None:
+            self._text_file.close()
+            self._text_file = None
+        if path is not None:
+            self._text_file = open(path, "a", encoding="utf-8")  # noqa: SIM115 (kept open)
+
+    # ------------------------------------------------------------- tabular
+    def push_tabular_prefix(self, prefix: str) -> None:
+        self._tabular_prefixes.append(prefix)
+
+    def pop_tabular_prefix(self) -> None:
+        self._tabular_prefixes.pop()
+
+    @contextmanager
+    def tabular_prefix(self, prefix: str) -> Iterator[None]:
+        """Prepend ``prefix`` to the keys recorded inside the block."""
+        self.push_tabular_prefix(prefix)
+        try:
+            yield
+        finally:
+            self.pop_tabular_prefix()
+
+    def record_tabular(self, key: str, val: Any) -> None:
+        """Set ``key`` in the row that the next ``dump_tabular`` writes."""
+        self._tabular["".join(self._tabular_prefixes) + str(key)] = _plain(val)
+
+    def record_tabular_misc_stat(
+        self, key: str, values: Sequence[Any], placement: str = "back"
+    ) -> None:
+        """Record ``<key>Average``, ``Std`` (population), ``Median``, ``Min`` and ``Max`` of
+        ``values`` (all NaN when empty); ``placement="front"`` names them ``Average<key>``..."""
+        if placement not in ("front", "back"):
+            raise ValueError(f"placement must be 'front' or 'back', got {placement!r}")
+        values = [_plain(v) for v in values]
+        if values:
+            arr = np.asarray(values)
+            stats = (np.mean(arr), np.std(arr), np.median(arr), np.min(arr), np.max(arr))
+        else:
+            stats = (math.nan,) * 5
+        for name, stat in zip(_STAT_NAMES, stats, strict=True):
+            self.record_tabular(key + name if placement == "back" else name + key, stat)
+
+    def set_iteration(self, itr: int) -> None:
+        """The step at which the next row's TensorBoard scalars are written."""
+        self._iteration = int(itr)
+
+    def dump_tabular(self) -> None:
+        """Write the recorded row: a table on the terminal (and ``debug.log``), a row of
+        ``progress.csv`` and TensorBoard scalars; then start an empty row."""
+        row, self._tabular = self._tabular, {}
+        if not row:
+            return
+        width = max(len(k) for k in row)
+        rule = "-" * (width + 2 + max(len(_format(v)) for v in row.values()))
+        lines = [rule] + [f"{k:<{width}}  {_format(v)}" for k, v in row.items()] + [rule]
+        for line in lines:
+            self.log(line, with_prefix=False, with_timestamp=False)
+        if self._csv_path is not None:
+            self._write_row(row)
+        if self._summary_writer is not None:
+            for key, value in row.items():
+                if _is_number(value):
+                    self._summary_writer.add_scalar(key, value, self._iteration)
+            self._summary_writer.flush()
+
+    # -------------------------------------------------------- progress.csv
+    def set_tabular_output(self, path: str | os.PathLike | None) -> None:
+        """Write rows to the CSV file ``path`` (``None``: stop).  An existing file is continued:
+        its header fixes the column order, and a last line cut short (a run killed while
+        writing it) is dropped."""
+        if self._csv_file is not None:
+            self._csv_file.close()
+        self._csv_path, self._csv_file, self._header, self._n_rows = None, None, None, 0
+        if path is None:
+            return
+        self._csv_path = Path(path)
+        if self._csv_path.exists() and self._csv_path.stat().st_size > 0:
+            text = self._csv_path.read_text(encoding="utf-8")
+            rows = list(csv.reader(io.StringIO(text)))
+            complete = text.endswith("\n")
+            if not complete:
+                rows = rows[:-1]
+            self._header = rows[0] if rows else None
+            if self._header is None:
+                atomic_write(self._csv_path, lambda f: None)
+            elif not complete:
+                self._rewrite(rows[1:])
+            self._n_rows = max(len(rows) - 1, 0)
+        self._csv_file = open(self._csv_path, "a", encoding="utf-8", newline="")  # noqa: SIM115
+
+    @property
+    def tabular_row_count(self) -> int:
+        """Rows in the current ``progress.csv`` (header not counted)."""
+        return self._n_rows
+
+    def truncate_tabular(self, n_rows: int) -> None:
+        """Keep only the first ``n_rows`` rows of ``progress.csv`` (a resumed run drops the
+        rows written after its checkpoint, which it is about to write again)."""
+        if self._csv_path is None or self._n_rows <= n_rows:
+            return
+        self._rewrite(self._read_rows()[:n_rows])
+
+    def _read_rows(self) -> list[list[str]]:
+        assert self._csv_path is not None
+        with open(self._csv_path, encoding="utf-8", newline="") as f:
+            return list(csv.reader(f))[1:]
+
+    def _rewrite(self, rows: list[list[str]]) -> None:
+        """Replace ``progress.csv`` atomically by the header and ``rows`` (each padded with
+        empty cells to the header's length)."""
+        assert self._csv_path is not None and self._header is not None
+        n = len(self._header)
+        text = _csv_line(self._header) + "".join(_csv_line(r + [""] * (n - len(r))) for r in rows)
+        reopen = self._csv_file is not None
+        if reopen:
+            self._csv_file.close()
+        atomic_write(self._csv_path, lambda f: f.write(text.encode("utf-8")))
+        self._n_rows = len(rows)
+        if reopen:
+            self._csv_file = open(self._csv_path, "a", encoding="utf-8", newline="")  # noqa: SIM115
+
+    def _write_row(self, row: dict[str, Any]) -> None:
+        """Columns keep the first row's order; keys new in a later row are appended as new
+        columns (the file is rewritten once with empty cells for the earlier rows), and keys
+        missing from a row are written as empty cells."""
+        assert self._csv_file is not None
+        if self._header is None:
+            self._header = list(row)
+            self._csv_file.write(_csv_line(self._header))
+        else:
+            new = [k for k in row if k not in self._header]
+            if new:
+                self.log(f"progress.csv: new columns {new}; earlier rows get empty cells")
+                old = self._read_rows()
+                self._header = self._header + new
+                self._rewrite(old)
+        self._csv_file.write(_csv_line([row.get(k, "") for k in self._header]))
+        self._csv_file.flush()
+        self._n_rows += 1
+
+    # --------------------------------------------------------- TensorBoard
+    def set_summary_writer(self, writer: Any) -> None:
+        """Also write each row's numbers as TensorBoard scalars (``None``: stop)."""
+        self._summary_writer = writer
+
+    # ----------------------------------------------------------- snapshots
+    def set_snapshot_dir(self, path: str | os.PathLike | None) -> None:
+        self._snapshot_dir = None if path is None else Path(path)
+
+    def get_snapshot_dir(self) -> Path | None:
+        return self._snapshot_dir
+
+    def set_snapshot_mode(self, mode: str) -> None:
+        """``none``: save nothing; ``last``: ``params.pt``, overwritten each time; ``all``:
+        ``itr_<itr>.pt`` each time; ``gap``: ``itr_<itr>.pt`` when ``(itr + 1)`` is a
+        multiple of the snapshot gap."""
+        if mode not in SNAPSHOT_MODES:
+            raise ValueError(f"snapshot_mode must be one of {SNAPSHOT_MODES}, got {mode!r}")
+        self._snapshot_mode = mode
+
+    def get_snapshot_mode(self) -> str:
+        return self._snapshot_mode
+
+    def set_snapshot_gap(self, gap: int) -> None:
+        if isinstance(gap, bool) or not isinstance(gap, int) or gap < 1:
+            raise ValueError(f"snapshot_gap must be an int >= 1, got {gap!r}")
+        self._snapshot_gap = gap
+
+    def get_snapshot_gap(self) -> int:
+        return self._snapshot_gap
+
+    def snapshot_path(self, itr: int) -> Path | None:
+        """Where ``save_itr_params(itr, ...)`` would write; ``None`` when it would not."""
+        if self._snapshot_dir is None or self._snapshot_mode == "none":
+            return None
+        if self._snapshot_mode == "last":
+            return self._snapshot_dir / "params.pt"
+        if self._snapshot_mode == "all" or (itr + 1) % self._snapshot_gap == 0:
+            return self._snapshot_dir / f"itr_{itr}.pt"
+        return None
+
+    def save_itr_params(
+        self,
+        itr: int,
+        params: Mapping[str, Any],
+        pickles: Mapping[str, Callable[[], Any]] | None = None,
+    ) -> Path | None:
+        """Save the snapshot ``params`` of iteration ``itr`` as the snapshot mode says, each
+        file written atomically; returns its path (``None`` when nothing was saved).
+
+        ``pickles`` maps a name to a function giving an object that ``torch.load`` with
+        ``weights_only`` could not read back (e.g. a sampler's environments); it is called
+        only when a snapshot is written, and its result pickled beside the snapshot (see
+        ``companion_path``) before the snapshot itself is written.
+        """
+        path = self.snapshot_path(itr)
+        if path is None:
+            return None
+        for name, make in (pickles or {}).items():
+            save_pickle(make(), companion_path(path, name))
+        save_torch(dict(params), path)
+        return path
+
+
+logger = Logger()
+
+_TENSORBOARD_NOTICE = [False]
+
+
+def _summary_writer(run_dir: Path) -> Any:
+    """A TensorBoard ``SummaryWriter`` on ``run_dir``; ``None``, with a notice the first time,
+    when tensorboard is not installed."""
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError as e:
+        if not _TENSORBOARD_NOTICE[0]:
+            _TENSORBOARD_NOTICE[0] = True
+            logger.log(f"use_summary_writer: TensorBoard is not available ({e}); no scalars")
+        return None
+    return SummaryWriter(str(run_dir))
+
+
+def _run_dir(log_dir: str | os.PathLike, run_ID: Any, override_prefix: bool) -> Path:
+    run_dir = Path(log_dir) / f"run_{run_ID}"
+    absolute = Path(os.path.abspath(run_dir))
+    data_root = Path.cwd() / "data"
+    if override_prefix or run_dir.is_absolute() or data_root in absolute.parents:
+        return absolute
+    now = datetime.datetime.now()
+    return data_root / "local" / now.strftime("%Y%m%d") / now.strftime("%H%M%S") / run_dir
+
+
+@contextmanager
+def logger_context(
+    log_dir: str | os.PathLike,
+    run_ID: Any,
+    name: str,
+    log_params: Mapping[str, Any] | None = None,
+    snapshot_mode: str = "none",
+    override_prefix: bool = False,
+    use_summary_writer: bool = False,
+    snapshot_gap: int = 1,
+) -> Iterator[Path]:
+    """Log to the run directory ``log_dir/run_<run_ID>`` inside the block; yields it.
+
+    The directory gets ``params.json`` (``log_params`` with ``name`` and ``run_ID``; an
+    existing one is kept when ``log_params`` is None), ``debug.log`` and ``progress.csv``
+    (both continued when they exist, so a resumed run appends), snapshots as
+    ``snapshot_mode`` says (``gap`` every ``snapshot_gap`` iterations) and, with
+    ``use_summary_writer``, TensorBoard events.  A relative ``log_dir`` not already under
+    ``./data`` is put under ``./data/local/<yyyymmdd>/<hhmmss>/`` unless ``override_prefix``;
+    an absolute one is used as given.
+    """
+    if snapshot_mode not in SNAPSHOT_MODES:
+        raise ValueError(f"snapshot_mode must be one of {SNAPSHOT_MODES}, got {snapshot_mode!r}")
+    if isinstance(snapshot_gap, bool) or not isinstance(snapshot_gap, int) or snapshot_gap < 1:
+        raise ValueError(f"snapshot_gap must be an int >= 1, got {snapshot_gap!r}")
+    if log_params is not None and not isinstance(log_params, Mapping):
+        raise TypeError(f"log_params must be a mapping or None, got {type(log_params).__name__}")
+    run_dir = _run_dir(log_dir, run_ID, override_prefix)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    params_file = run_dir / "params.json"
+    if log_params is not None or not params_file.exists():
+        params = {**(log_params or {}), "name": name, "run_ID": run_ID}
+        text = json.dumps(params, indent=2, sort_keys=True, default=str) + "\n"
+        atomic_write(params_file, lambda f: f.write(text.encode("utf-8")))
+    saved = (logger.get_snapshot_dir(), logger.get_snapshot_mode(), logger.get_snapshot_gap())
+    logger.set_snapshot_dir(run_dir)
+    logger.set_snapshot_mode(snapshot_mode)
+    logger.set_snapshot_gap(snapshot_gap)
+    logger.set_text_output(run_dir / "debug.log")
+    logger.set_tabular_output(run_dir / "progress.csv")
+    writer = _summary_writer(run_dir) if use_summary_writer else None
+    logger.set_summary_writer(writer)
+    logger.push_prefix(f"{name}_{run_ID} ")
+    try:
+        yield run_dir
+    finally:
+        logger.pop_prefix()
+        logger.set_summary_writer(None)
+        if writer is not None:
+            writer.close()
+        logger.set_tabular_output(None)
+        logger.set_text_output(None)
+        logger.set_snapshot_dir(saved[0])
+        logger.set_snapshot_mode(saved[1])
+        logger.set_snapshot_gap(saved[2])

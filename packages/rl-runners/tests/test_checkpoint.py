@@ -1,0 +1,155 @@
+import io
+import os
+import pickle
+import random
+
+import numpy as np
+import pytest
+import torch
+from rl_runners_toys import make
+
+from rl_runners import (
+    MinibatchRl,
+    ProgBarCounter,
+    atomic_write,
+    companion_path,
+    find_checkpoint,
+    get_rng_state,
+    logger,
+    logger_context,
+    make_seed,
+    set_rng_state,
+    set_seed,
+)
+
+
+@pytest.mark.parametrize(
+    ("mode", "gap", "files"),
+    [
+        ("none", 1, []),
+        ("last", 1, ["params.pt", "sampler_state.pkl"]),
+        (
+            "all",
+            1,
+            [f"itr_{i}{s}" for i in (1, 3, 5, 7) for s in (".pt", "_sampler_state.pkl")],
+        ),
+        ("gap", 4, ["itr_3.pt", "itr_3_sampler_state.pkl", "itr_7.pt", "itr_7_sampler_state.pkl"]),
+    ],
+)
+def test_snapshot_modes(tmp_path, mode, gap, files):
+    algo, agent, sampler = make()
+    runner = MinibatchRl(algo, agent, sampler, n_steps=64, log_interval_steps=16)
+    with logger_context(tmp_path, 0, "snap", snapshot_mode=mode, snapshot_gap=gap) as run_dir:
+        runner.train()
+    written = sorted(p.name for p in run_dir.iterdir() if p.suffix in (".pt", ".pkl"))
+    assert written == sorted(files)
+    assert not [p for p in run_dir.iterdir() if p.name.endswith(".tmp")]
+    for name in files:
+        if name.endswith(".pt"):
+            checkpoint = torch.load(run_dir / name, weights_only=True)
+            assert name in ("params.pt", f"itr_{checkpoint['itr']}.pt")
+    if mode == "last":
+        assert torch.load(run_dir / "params.pt", weights_only=True)["itr"] == 7
+
+
+def test_the_logger_saves_nothing_outside_a_context_and_pickles_only_when_saving(tmp_path):
+    calls = []
+    assert logger.save_itr_params(0, {"a": 1}, {"x": lambda: calls.append(1)}) is None
+    with logger_context(tmp_path, 0, "n", snapshot_mode="gap", snapshot_gap=3) as run_dir:
+        for itr in range(6):
+            logger.save_itr_params(itr, {"itr": itr}, {"extra": lambda: calls.append(1) or "x"})
+    assert len(calls) == 2
+    assert sorted(p.name for p in run_dir.glob("itr_*")) == [
+        "itr_2.pt",
+        "itr_2_extra.pkl",
+        "itr_5.pt",
+        "itr_5_extra.pkl",
+    ]
+
+
+def test_atomic_write_never_leaves_a_half_written_file(tmp_path):
+    target = tmp_path / "params.pt"
+    target.write_bytes(b"old and complete")
+
+    def fails_half_way(f):
+        f.write(b"new but")
+        raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        atomic_write(target, fails_half_way)
+    assert target.read_bytes() == b"old and complete"
+    assert os.listdir(tmp_path) == ["params.pt"]  # the temporary file is gone
+    atomic_write(target, lambda f: f.write(b"new"))
+    assert target.read_bytes() == b"new"
+
+
+def test_a_failed_snapshot_keeps_the_previous_one(tmp_path):
+    with logger_context(tmp_path, 0, "n", snapshot_mode="last") as run_dir:
+        logger.save_itr_params(1, {"itr": 1, "w": torch.ones(3)})
+        with pytest.raises((pickle.PicklingError, AttributeError, TypeError)):
+            logger.save_itr_params(3, {"itr": 3, "bad": lambda: None})
+    assert torch.load(run_dir / "params.pt", weights_only=True)["itr"] == 1
+    assert sorted(os.listdir(run_dir)) == ["debug.log", "params.json", "params.pt", "progress.csv"]
+
+
+def test_find_checkpoint_and_companions(tmp_path):
+    for name in ("itr_9.pt", "itr_10.pt", "itr_2.pt", "itr_10_sampler_state.pkl"):
+        (tmp_path / name).write_bytes(b"")
+    assert find_checkpoint(tmp_path).name == "itr_10.pt"  # by number, not by name
+    (tmp_path / "params.pt").write_bytes(b"")
+    assert find_checkpoint(tmp_path).name == "params.pt"
+    assert find_checkpoint(tmp_path / "itr_2.pt").name == "itr_2.pt"
+    assert companion_path(tmp_path / "params.pt", "sampler_state").name == "sampler_state.pkl"
+    assert companion_path(tmp_path / "itr_10.pt", "s").name == "itr_10_s.pkl"
+
+
+def test_rng_state_round_trips_through_a_weights_only_checkpoint(tmp_path):
+    set_seed(11)
+    torch.save(get_rng_state(), tmp_path / "rng.pt")
+    expected = (random.random(), float(np.random.rand()), np.random.randn(), torch.rand(2))
+    set_seed(12)
+    set_rng_state(torch.load(tmp_path / "rng.pt", weights_only=True))
+    again = (random.random(), float(np.random.rand()), np.random.randn(), torch.rand(2))
+    assert expected[:3] == again[:3] and torch.equal(expected[3], again[3])
+
+
+def test_seeds():
+    set_seed(3)
+    first = (random.random(), float(np.random.rand()), float(torch.rand(1)))
+    set_seed(3)
+    assert first == (random.random(), float(np.random.rand()), float(torch.rand(1)))
+    assert all(0 <= make_seed() <= 10000 for _ in range(20))
+    for bad in (-1, 1.5, True, "3"):
+        with pytest.raises(ValueError, match="seed must be a non-negative int"):
+            set_seed(bad)
+
+
+class Stream(io.StringIO):
+    def __init__(self, tty):
+        super().__init__()
+        self.tty = tty
+
+    def isatty(self):
+        return self.tty
+
+
+def test_progress_bar_on_a_terminal_and_in_a_log(monkeypatch):
+    terminal = Stream(tty=True)
+    bar = ProgBarCounter(10, stream=terminal)
+    bar._last_draw -= 1.0
+    bar.update(5)
+    assert "[" + "#" * 20 + "-" * 20 + "]  50%" in terminal.getvalue()
+    bar.stop()
+    assert terminal.getvalue().endswith("\r")
+    bar.update(6)  # ignored once stopped
+
+    log = Stream(tty=False)
+    bar = ProgBarCounter(4, stream=log)
+    for i in range(4):
+        bar.update(i + 1)
+    assert log.getvalue() == ""  # under text_interval_s: nothing written
+    bar._last_draw -= ProgBarCounter.text_interval_s
+    bar.update(2)
+    assert log.getvalue().startswith("progress: 2/4 (50%)") and log.getvalue().count("\n") == 1
+    with pytest.raises(ValueError, match="total_count"):
+        ProgBarCounter(0)
