@@ -71,22 +71,27 @@ def test_reset_collector_marks_episode_boundaries():
 def test_wait_reset_collector_waits_for_the_batch_end():
     sampler = SerialSampler(
         CountingEnv,
-        {},
+        {"horizon": 4},  # (some episodes end in a time-out)
         batch_T=12,
         batch_B=3,
         CollectorCls=CpuWaitResetCollector,
         max_decorrelation_steps=0,
     )
     sampler.initialize(EchoAgent(), seed=1)
-    samples, _ = sampler.obtain_samples(0)
-    done = samples.env.done.numpy()
-    for b in range(3):
-        first = np.flatnonzero(done[:, b])
-        if len(first):  # once done, done for the rest of the batch, and no new episode
-            assert done[first[0] :, b].all()
-            assert (samples.env.reward[first[0] + 1 :, b] == 0).all()
-    samples, _ = sampler.obtain_samples(1)
+    timeouts = 0
+    for itr in range(12):
+        samples, _ = sampler.obtain_samples(itr)
+        done = samples.env.done.numpy()
+        for b in range(3):
+            first = np.flatnonzero(done[:, b])
+            if len(first):  # once done, done for the rest of the batch, and no new episode
+                assert done[first[0] :, b].all()
+                assert (samples.env.reward[first[0] + 1 :, b] == 0).all()
+                assert not samples.env.env_info.timeout[first[0] + 1 :, b].any()  # none stale
+        timeouts += int(samples.env.env_info.timeout.sum())
+    assert timeouts > 0
     restarted = np.flatnonzero(done[-1])
+    samples, _ = sampler.obtain_samples(12)
     assert (samples.env.observation[0, restarted, 0] == 0).all()  # reset before the next batch
 
 

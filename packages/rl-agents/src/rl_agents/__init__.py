@@ -1,7 +1,97 @@
-"""Models, action distributions and agents (policy gradient, DQN family, Q-policy-gradient)."""
+"""Models, action distributions and agents for rl-suite.
+
+Policy-gradient agents (categorical and Gaussian, feed-forward and recurrent, for Atari
+and MuJoCo-style tasks), the distributions they sample from and score with, the model
+building blocks, and the recurrent-state mixins. Depends on rl-arrays and torch only.
+"""
 
 from importlib.metadata import version
 
+from ._base_agent import AlternatingRecurrentAgentMixin, BaseAgent, RecurrentAgentMixin
+from ._distributions import (
+    Categorical,
+    CategoricalEpsilonGreedy,
+    DiscreteMixin,
+    DistInfo,
+    DistInfoStd,
+    Distribution,
+    EpsilonGreedy,
+    Gaussian,
+)
+from ._model_components import Conv2dHeadModel, Conv2dModel, MlpModel, RunningMeanStdModel
+from ._model_utils import (
+    ScaleGrad,
+    conv2d_output_shape,
+    scale_grad,
+    strip_ddp_state_dict,
+    update_state_dict,
+)
+from ._pg_agents import (
+    AgentInfo,
+    AgentInfoRnn,
+    AlternatingAtariLstmAgent,
+    AlternatingMujocoLstmAgent,
+    AlternatingRecurrentCategoricalPgAgent,
+    AlternatingRecurrentGaussianPgAgent,
+    AtariFfAgent,
+    AtariLstmAgent,
+    AtariMixin,
+    CategoricalPgAgent,
+    GaussianPgAgent,
+    MujocoFfAgent,
+    MujocoLstmAgent,
+    MujocoMixin,
+    RecurrentCategoricalPgAgent,
+    RecurrentCategoricalPgAgentBase,
+    RecurrentGaussianPgAgent,
+    RecurrentGaussianPgAgentBase,
+)
+from ._pg_models import AtariFfModel, AtariLstmModel, MujocoFfModel, MujocoLstmModel, RnnState
+
 __version__ = version("rl-agents")
 
-__all__: list[str] = []
+__all__ = [
+    "AgentInfo",
+    "AgentInfoRnn",
+    "AlternatingAtariLstmAgent",
+    "AlternatingMujocoLstmAgent",
+    "AlternatingRecurrentAgentMixin",
+    "AlternatingRecurrentCategoricalPgAgent",
+    "AlternatingRecurrentGaussianPgAgent",
+    "AtariFfAgent",
+    "AtariFfModel",
+    "AtariLstmAgent",
+    "AtariLstmModel",
+    "AtariMixin",
+    "BaseAgent",
+    "Categorical",
+    "CategoricalEpsilonGreedy",
+    "CategoricalPgAgent",
+    "Conv2dHeadModel",
+    "Conv2dModel",
+    "DiscreteMixin",
+    "DistInfo",
+    "DistInfoStd",
+    "Distribution",
+    "EpsilonGreedy",
+    "Gaussian",
+    "GaussianPgAgent",
+    "MlpModel",
+    "MujocoFfAgent",
+    "MujocoFfModel",
+    "MujocoLstmAgent",
+    "MujocoLstmModel",
+    "MujocoMixin",
+    "RecurrentAgentMixin",
+    "RecurrentCategoricalPgAgent",
+    "RecurrentCategoricalPgAgentBase",
+    "RecurrentGaussianPgAgent",
+    "RecurrentGaussianPgAgentBase",
+    "RnnState",
+    "RunningMeanStdModel",
+    "ScaleGrad",
+    "conv2d_output_shape",
+    "scale_grad",
+    "strip_ddp_state_dict",
+    "update_state_dict",
+]

@@ -125,6 +125,8 @@ class CpuResetCollector(DecorrelatingStartCollector):
             for b, env in enumerate(self.envs):
                 if waiting[b]:  # done earlier in this batch: record a blank, keep done
                     env_buf.reward[t, b], env_buf.done[t, b] = 0, True
+                    if env_buf.env_info is not None:
+                        env_buf.env_info[t, b] = 0  # (no stale timeout from an earlier batch)
                     following[b] = current[b]
                     continue
                 o, r, d, env_info = env.step(action[b])
@@ -211,8 +213,8 @@ class SerialEvalCollector:
         inputs_pyt = torchify_buffer(AgentInputs(observation, prev_action, prev_reward))
         traj_infos = [self.TrajInfoCls() for _ in self.envs]
         completed: list[TrajInfo] = []
+        self.agent.eval_mode(itr)  # (first: the reset is then of the evaluation state)
         self.agent.reset()
-        self.agent.eval_mode(itr)
         for _ in range(self.max_T):
             with torch.no_grad():
                 action_pyt, agent_info_pyt = self.agent.step(*inputs_pyt)

@@ -88,6 +88,8 @@ class GpuResetCollector(BaseCollector):
                 if waiting[b]:  # a blank step, still done
                     env_buf.reward[t, b] = step.reward[b] = 0
                     env_buf.done[t, b] = True
+                    if env_buf.env_info is not None:
+                        env_buf.env_info[t, b] = 0
                     continue
                 o, r, d, env_info = env.step(step.action[b])
                 traj_infos[b].step(step.observation[b], step.action[b], r, d, None, env_info)
@@ -283,8 +285,8 @@ class GpuSampler(ParallelSamplerBase):
             raise RuntimeError("this sampler was made with eval_n_envs=0")
         workers = [w for w, envs in enumerate(self.eval_splits) if len(envs)]
         self._refresh_agent()
+        self.agent.eval_mode(itr)  # (first: the reset is then of the evaluation state)
         self.agent.reset()
-        self.agent.eval_mode(itr)
         self.ctrl.command(EVALUATE, itr)
         self._wait_obs(workers)  # first observations in
         n = self.eval_n_envs

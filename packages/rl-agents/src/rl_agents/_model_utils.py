@@ -1,0 +1,98 @@
+"""Small helpers for models: conv output shapes, gradient scaling, state-dict updates."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+__all__ = [
+    "ScaleGrad",
+    "conv2d_output_shape",
+    "scale_grad",
+    "strip_ddp_state_dict",
+    "update_state_dict",
+]
+
+_DDP_PREFIX = "module."
+
+
+def _pair(value: Any) -> tuple[int, int]:
+    if isinstance(value, (tuple, list)):
+        if len(value) != 2:
+            raise ValueError(f"expected an int or a pair of ints, got {value!r}")
+        return int(value[0]), int(value[1])
+    return int(value), int(value)
+
+
+def conv2d_output_shape(
+    h: int, w: int, kernel_size: Any = 1, stride: Any = 1, padding: Any = 0, dilation: Any = 1
+) -> tuple[int, int]:
+    """Output (H, W) of a convolution or pooling layer on an (h, w) input; each setting is an
+    int or an (h, w) pair, as in ``torch.nn.Conv2d``."""
+    kernel, strides, pads, dils = (_pair(v) for v in (kernel_size, stride, padding, dilation))
+    out = tuple(
+        (size + 2 * pad - dil * (k - 1) - 1) // s + 1
+        for size, k, s, pad, dil in zip((h, w), kernel, strides, pads, dils, strict=True)
+    )
+    return out[0], out[1]
+
+
+class ScaleGrad(torch.autograd.Function):
+    """Identity on the forward pass; multiplies the gradient by ``scale`` on the way back
+    (e.g. a dueling DQN head scales the gradient into the shared conv layers)."""
+
+    @staticmethod
+    def forward(ctx: Any, tensor: torch.Tensor, scale: float) -> torch.Tensor:  # type: ignore[override]
+        ctx.scale = scale
+        return tensor.view_as(tensor)
+
+    @staticmethod
+    def backward(ctx: Any, grad_output: torch.Tensor) -> tuple[torch.Tensor, None]:  # type: ignore[override]
+        return grad_output * ctx.scale, None
+
+
+scale_grad = ScaleGrad.apply
+
+
+def strip_ddp_state_dict(state_dict: Mapping[str, Any]) -> OrderedDict[str, Any]:
+    """The state dict with DistributedDataParallel's ``module.`` key prefix removed, so a
+    wrapped model's parameters load into an unwrapped one (keys without it are kept)."""
+    return OrderedDict(
+        (key[len(_DDP_PREFIX) :] if key.startswith(_DDP_PREFIX) else key, value)
+        for key, value in state_dict.items()
+    )
+
+
+@torch.no_grad()
+def update_state_dict(
+    model: torch.nn.Module, state_dict: Mapping[str, Any], tau: float = 1, strip_ddp: bool = True
+) -> None:
+    """Move ``model`` towards ``state_dict`` (same keys): ``tau == 1`` copies it (a hard
+    target-network update), ``0 < tau < 1`` sets every floating-point entry to
+    ``tau * new + (1 - tau) * old`` in place (a soft update); other entries (integer
+    counters) are copied. ``tau == 0`` leaves the model unchanged."""
+    if not 0 <= tau <= 1:
+        raise ValueError(f"tau must lie in [0, 1], got {tau!r}")
+    if strip_ddp:
+        state_dict = strip_ddp_state_dict(state_dict)
+    if tau == 1:
+        model.load_state_dict(state_dict)
+        return
+    if tau == 0:
+        return
+    own = model.state_dict()
+    missing, unexpected = own.keys() - state_dict.keys(), state_dict.keys() - own.keys()
+    if missing or unexpected:
+        raise KeyError(
+            f"update_state_dict: keys differ from the model's (missing {sorted(missing)}, "
+            f"unexpected {sorted(unexpected)})"
+        )
+    for key, value in own.items():
+        new = state_dict[key].to(device=value.device, dtype=value.dtype)
+        if value.is_floating_point():
+            value.lerp_(new, tau)
+        else:
+            value.copy_(new)

@@ -1,0 +1,310 @@
+"""Complete policy-gradient models for Atari (images, discrete actions) and MuJoCo-style
+(vector observations, continuous actions) tasks, feed-forward and LSTM.
+
+Every ``forward`` accepts inputs with leading dims ``[T, B]``, ``[B]`` or none and returns
+outputs with the same leading dims; layers run on one flattened ``[T * B]`` batch (LSTMs on
+``[T, B]``). LSTM models take and return ``RnnState(h, c)`` in torch's ``[num_layers, B, H]``
+layout (B = 1 without leading dims); ``init_rnn_state=None`` means zeros.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from rl_arrays import infer_leading_dims, namedarraytuple, restore_leading_dims, to_onehot
+
+from ._model_components import Conv2dHeadModel, MlpModel, RunningMeanStdModel
+
+__all__ = ["AtariFfModel", "AtariLstmModel", "MujocoFfModel", "MujocoLstmModel", "RnnState"]
+
+RnnState = namedarraytuple("RnnState", ["h", "c"])
+RnnState.__doc__ = "LSTM state: hidden ``h`` and cell ``c``, each [num_layers, B, H]."
+
+_ATARI_CONV = dict(channels=[16, 32], kernel_sizes=[8, 4], strides=[4, 2], paddings=[0, 1])
+
+
+def _atari_conv(
+    image_shape: Sequence[int],
+    fc_sizes: int | Sequence[int],
+    use_maxpool: bool,
+    channels: Sequence[int] | None,
+    kernel_sizes: Sequence[int] | None,
+    strides: Sequence[int] | None,
+    paddings: Sequence[int] | None,
+) -> Conv2dHeadModel:
+    """The conv torso + fully connected layer(s) (with nonlinearity) of the Atari models."""
+    return Conv2dHeadModel(
+        image_shape=image_shape,
+        channels=_ATARI_CONV["channels"] if channels is None else channels,
+        kernel_sizes=_ATARI_CONV["kernel_sizes"] if kernel_sizes is None else kernel_sizes,
+        strides=_ATARI_CONV["strides"] if strides is None else strides,
+        paddings=_ATARI_CONV["paddings"] if paddings is None else paddings,
+        use_maxpool=use_maxpool,
+        hidden_sizes=fc_sizes,
+    )
+
+
+def _scaled_images(image: torch.Tensor) -> torch.Tensor:
+    """uint8 frames in [0, 255] as float32 in [0, 1] (a new tensor; the input is kept)."""
+    return image.to(torch.float32) * (1.0 / 255)
+
+
+def _rnn_state_tuple(init_rnn_state: Any) -> tuple[torch.Tensor, torch.Tensor] | None:
+    if init_rnn_state is None:
+        return None
+    h, c = init_rnn_state
+    return h, c
+
+
+class _MujocoBase(torch.nn.Module):
+    """Observation handling shared by the MuJoCo models, including the optional
+    normalisation by running statistics in ``obs_rms`` (buffers, changed only by
+    ``update_obs_rms``)."""
+
+    def _init_observation(
+        self,
+        observation_shape: Sequence[int],
+        action_size: int,
+        normalize_observation: bool,
+        norm_obs_clip: float,
+        norm_obs_var_clip: float | None,
+    ) -> int:
+        observation_shape = tuple(int(s) for s in observation_shape)
+        if isinstance(action_size, bool) or not isinstance(action_size, int) or action_size < 1:
+            raise ValueError(f"action_size must be a positive int, got {action_size!r}")
+        self._obs_ndim = len(observation_shape)
+        self._action_size = action_size
+        self.normalize_observation = bool(normalize_observation)
+        if self.normalize_observation:
+            if not norm_obs_clip > 0:
+                raise ValueError(f"norm_obs_clip must be positive, got {norm_obs_clip!r}")
+            self.obs_rms = RunningMeanStdModel(observation_shape)
+            self.norm_obs_clip = norm_obs_clip
+            self.norm_obs_var_clip = norm_obs_var_clip
+        return math.prod(observation_shape)
+
+    def _flat_observation(
+        self, observation: torch.Tensor, T: int, B: int, dtype: torch.dtype
+    ) -> torch.Tensor:
+        """[T * B, obs_size] observations of ``dtype``, standardised when normalising."""
+        observation = observation.to(dtype)
+        if self.normalize_observation:
+            var = self.obs_rms.var
+            if self.norm_obs_var_clip is not None:
+                var = torch.clamp(var, min=self.norm_obs_var_clip)
+            observation = (observation - self.obs_rms.mean) * torch.rsqrt(var)
+            observation = torch.clamp(observation, -self.norm_obs_clip, self.norm_obs_clip)
+        return observation.reshape(T * B, -1)
+
+    def update_obs_rms(self, observation: torch.Tensor) -> None:
+        """Fold a batch of observations (any leading dims) into the normalisation
+        statistics, the only thing that changes them (a no-op without normalisation)."""
+        if self.normalize_observation:
+            self.obs_rms.update(observation)
+
+
+class AtariFfModel(torch.nn.Module):
+    """Conv torso + fully connected layer, then a softmax policy head and a value head.
+
+    ``forward(image, prev_action, prev_reward) -> (pi, value)``: ``image`` uint8 [..., C, H, W]
+    scaled by 1/255 inside (storing frames as bytes keeps sample buffers small); ``pi``
+    [..., output_size] action probabilities, ``value`` [...]. prev_action and prev_reward are
+    not used. Defaults: 16 8x8 stride-4 then 32 4x4 stride-2 (padding 1) filters, fc 512.
+    """
+
+    def __init__(
+        self,
+        image_shape: Sequence[int],
+        output_size: int,
+        fc_sizes: int | Sequence[int] = 512,
+        use_maxpool: bool = False,
+        channels: Sequence[int] | None = None,
+        kernel_sizes: Sequence[int] | None = None,
+        strides: Sequence[int] | None = None,
+        paddings: Sequence[int] | None = None,
+    ):
+        super().__init__()
+        self.conv = _atari_conv(
+            image_shape, fc_sizes, use_maxpool, channels, kernel_sizes, strides, paddings
+        )
+        self.pi = torch.nn.Linear(self.conv.output_size, output_size)
+        self.value = torch.nn.Linear(self.conv.output_size, 1)
+
+    def forward(
+        self, image: torch.Tensor, prev_action: Any, prev_reward: Any
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        lead_dim, T, B, img_shape = infer_leading_dims(image, 3)
+        features = self.conv(_scaled_images(image).reshape(T * B, *img_shape))
+        pi = F.softmax(self.pi(features), dim=-1)
+        value = self.value(features).squeeze(-1)
+        return restore_leading_dims((pi, value), lead_dim, T, B)
+
+
+class AtariLstmModel(torch.nn.Module):
+    """Conv torso + fully connected layer into an LSTM, then policy and value heads.
+
+    ``forward(image, prev_action, prev_reward, init_rnn_state) -> (pi, value,
+    next_rnn_state)``. The LSTM input at each step is the image features, the previous
+    action one-hot (integer indexes are one-hot encoded here; float input is taken as
+    already one-hot) and the previous reward.
+    """
+
+    def __init__(
+        self,
+        image_shape: Sequence[int],
+        output_size: int,
+        fc_sizes: int | Sequence[int] = 512,
+        lstm_size: int = 512,
+        use_maxpool: bool = False,
+        channels: Sequence[int] | None = None,
+        kernel_sizes: Sequence[int] | None = None,
+        strides: Sequence[int] | None = None,
+        paddings: Sequence[int] | None = None,
+    ):
+        super().__init__()
+        self.output_size = output_size
+        self.conv = _atari_conv(
+            image_shape, fc_sizes, use_maxpool, channels, kernel_sizes, strides, paddings
+        )
+        self.lstm = torch.nn.LSTM(self.conv.output_size + output_size + 1, lstm_size)
+        self.pi = torch.nn.Linear(lstm_size, output_size)
+        self.value = torch.nn.Linear(lstm_size, 1)
+
+    def forward(
+        self,
+        image: torch.Tensor,
+        prev_action: torch.Tensor,
+        prev_reward: torch.Tensor,
+        init_rnn_state: Any,
+    ) -> tuple[torch.Tensor, torch.Tensor, Any]:
+        lead_dim, T, B, img_shape = infer_leading_dims(image, 3)
+        features = self.conv(_scaled_images(image).reshape(T * B, *img_shape))
+        if not prev_action.is_floating_point():
+            prev_action = to_onehot(prev_action, self.output_size)
+        lstm_input = torch.cat(
+            [
+                features.reshape(T, B, -1),
+                prev_action.to(features.dtype).reshape(T, B, self.output_size),
+                prev_reward.to(features.dtype).reshape(T, B, 1),
+            ],
+            dim=2,
+        )
+        lstm_out, (h, c) = self.lstm(lstm_input, _rnn_state_tuple(init_rnn_state))
+        lstm_flat = lstm_out.reshape(T * B, -1)
+        pi = F.softmax(self.pi(lstm_flat), dim=-1)
+        value = self.value(lstm_flat).squeeze(-1)
+        pi, value = restore_leading_dims((pi, value), lead_dim, T, B)
+        return pi, value, RnnState(h=h, c=c)
+
+
+class MujocoFfModel(_MujocoBase):
+    """An MLP for the action means, a state-independent learned ``log_std`` parameter, and
+    a separate MLP for the state value.
+
+    ``forward(observation, prev_action, prev_reward) -> (mu, log_std, value)``, mu and
+    log_std [..., action_size], value [...]. With ``normalize_observation`` the observation
+    is standardised by running statistics (variance floored at ``norm_obs_var_clip``,
+    result clipped to ``[-norm_obs_clip, norm_obs_clip]``); the statistics are buffers
+    changed only by ``update_obs_rms``. ``mu_nonlinearity`` (default Tanh, None for none)
+    follows the mean MLP's last layer.
+    """
+
+    def __init__(
+        self,
+        observation_shape: Sequence[int],
+        action_size: int,
+        hidden_sizes: int | Sequence[int] | None = None,
+        hidden_nonlinearity: type[torch.nn.Module] = torch.nn.Tanh,
+        mu_nonlinearity: type[torch.nn.Module] | None = torch.nn.Tanh,
+        init_log_std: float = 0.0,
+        normalize_observation: bool = False,
+        norm_obs_clip: float = 10,
+        norm_obs_var_clip: float = 1e-6,
+    ):
+        super().__init__()
+        input_size = self._init_observation(
+            observation_shape, action_size, normalize_observation, norm_obs_clip, norm_obs_var_clip
+        )
+        hidden_sizes = [64, 64] if hidden_sizes is None else hidden_sizes
+        mu_mlp = MlpModel(input_size, hidden_sizes, action_size, hidden_nonlinearity)
+        self.mu = (
+            mu_mlp if mu_nonlinearity is None else torch.nn.Sequential(mu_mlp, mu_nonlinearity())
+        )
+        self.v = MlpModel(input_size, hidden_sizes, 1, hidden_nonlinearity)
+        self.log_std = torch.nn.Parameter(torch.full((action_size,), float(init_log_std)))
+
+    def forward(
+        self, observation: torch.Tensor, prev_action: Any, prev_reward: Any
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        lead_dim, T, B, _ = infer_leading_dims(observation, self._obs_ndim)
+        obs_flat = self._flat_observation(observation, T, B, self.log_std.dtype)
+        mu = self.mu(obs_flat)
+        value = self.v(obs_flat).squeeze(-1)
+        log_std = self.log_std.expand(T * B, -1)
+        return restore_leading_dims((mu, log_std, value), lead_dim, T, B)
+
+
+class MujocoLstmModel(_MujocoBase):
+    """An MLP into an LSTM, with one linear head for the action means, log_std and value.
+
+    ``forward(observation, prev_action, prev_reward, init_rnn_state) -> (mu, log_std, value,
+    next_rnn_state)``. The LSTM input at each step is the MLP features, the previous action
+    [..., action_size] and the previous reward. Observation normalisation as in
+    ``MujocoFfModel``.
+    """
+
+    def __init__(
+        self,
+        observation_shape: Sequence[int],
+        action_size: int,
+        hidden_sizes: int | Sequence[int] | None = None,
+        lstm_size: int = 256,
+        nonlinearity: type[torch.nn.Module] = torch.nn.ReLU,
+        normalize_observation: bool = False,
+        norm_obs_clip: float = 10,
+        norm_obs_var_clip: float = 1e-6,
+    ):
+        super().__init__()
+        input_size = self._init_observation(
+            observation_shape, action_size, normalize_observation, norm_obs_clip, norm_obs_var_clip
+        )
+        hidden_sizes = [256, 256] if hidden_sizes is None else hidden_sizes
+        if hidden_sizes:
+            self.mlp: torch.nn.Module = MlpModel(input_size, hidden_sizes, None, nonlinearity)
+            features = self.mlp.output_size
+        else:
+            self.mlp = torch.nn.Identity()
+            features = input_size
+        self.lstm = torch.nn.LSTM(features + action_size + 1, lstm_size)
+        self.head = torch.nn.Linear(lstm_size, 2 * action_size + 1)
+
+    def forward(
+        self,
+        observation: torch.Tensor,
+        prev_action: torch.Tensor,
+        prev_reward: torch.Tensor,
+        init_rnn_state: Any,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, Any]:
+        lead_dim, T, B, _ = infer_leading_dims(observation, self._obs_ndim)
+        dtype = self.head.weight.dtype
+        obs_flat = self._flat_observation(observation, T, B, dtype)
+        features = self.mlp(obs_flat)
+        lstm_input = torch.cat(
+            [
+                features.reshape(T, B, -1),
+                prev_action.to(dtype).reshape(T, B, self._action_size),
+                prev_reward.to(dtype).reshape(T, B, 1),
+            ],
+            dim=2,
+        )
+        lstm_out, (h, c) = self.lstm(lstm_input, _rnn_state_tuple(init_rnn_state))
+        out = self.head(lstm_out.reshape(T * B, -1))
+        A = self._action_size
+        mu, log_std, value = out[:, :A], out[:, A : 2 * A], out[:, -1]
+        mu, log_std, value = restore_leading_dims((mu, log_std, value), lead_dim, T, B)
+        return mu, log_std, value, RnnState(h=h, c=c)

@@ -1,0 +1,262 @@
+"""Model components and complete models: shapes for every leading-dim case, recurrence,
+observation normalisation, and the state-dict helpers."""
+
+import pytest
+import torch
+from torch.testing import assert_close
+
+from rl_agents import (
+    AtariFfModel,
+    AtariLstmModel,
+    Conv2dHeadModel,
+    Conv2dModel,
+    MlpModel,
+    MujocoFfModel,
+    MujocoLstmModel,
+    RnnState,
+    RunningMeanStdModel,
+    ScaleGrad,
+    conv2d_output_shape,
+    scale_grad,
+    strip_ddp_state_dict,
+    update_state_dict,
+)
+
+LEADS = [(), (5,), (3, 4)]
+IMAGE = (2, 24, 24)
+A = 3
+OBS = (5,)
+H = 8
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
+
+
+def _batch(lead):
+    """B as the LSTM sees it: 1 without leading dims."""
+    return lead[-1] if lead else 1
+
+
+def _images(lead):
+    return torch.randint(0, 256, lead + IMAGE).to(torch.uint8)
+
+
+def _atari_ff():
+    return AtariFfModel(IMAGE, A, fc_sizes=16, channels=[4, 8])
+
+
+def _atari_lstm():
+    return AtariLstmModel(IMAGE, A, fc_sizes=16, lstm_size=H, channels=[4, 8])
+
+
+def _mujoco_ff(**kwargs):
+    return MujocoFfModel(OBS, A, hidden_sizes=[16], **kwargs)
+
+
+def _mujoco_lstm(**kwargs):
+    return MujocoLstmModel(OBS, A, hidden_sizes=[16], lstm_size=H, **kwargs)
+
+
+# -------------------------------------------------------------------- components
+
+
+def test_mlp_sizes():
+    assert MlpModel(4, [8, 6], output_size=3)(torch.randn(2, 4)).shape == (2, 3)
+    last_hidden = MlpModel(4, [8, 6])
+    assert last_hidden.output_size == 6 and last_hidden(torch.randn(2, 4)).min() >= 0  # ReLU
+    linear = MlpModel(4, [], output_size=2)
+    assert len(linear.model) == 1 and linear.output_size == 2
+    assert MlpModel(4, 7).output_size == 7
+    with pytest.raises(ValueError, match="hidden_sizes or an output_size"):
+        MlpModel(4, [])
+
+
+@pytest.mark.parametrize("use_maxpool", [False, True])
+def test_conv_out_size_matches_a_forward_pass(use_maxpool):
+    conv = Conv2dModel(3, [4, 8], [5, 3], [2, 2], paddings=[1, 0], use_maxpool=use_maxpool)
+    out = conv(torch.randn(2, 3, 30, 26))
+    assert conv.conv_out_size(30, 26) == out[0].numel()
+    assert any(isinstance(m, torch.nn.MaxPool2d) for m in conv.conv) == use_maxpool
+
+
+def test_conv2d_head_model_and_output_shape():
+    head = Conv2dHeadModel((3, 20, 20), [4], [4], [2], hidden_sizes=[10], output_size=6)
+    assert head(torch.randn(5, 3, 20, 20)).shape == (5, 6) and head.output_size == 6
+    bare = Conv2dHeadModel((3, 20, 20), [4], [4], [2], hidden_sizes=None)
+    assert bare.output_size == 4 * 9 * 9 == bare(torch.randn(1, 3, 20, 20)).shape[1]
+    assert conv2d_output_shape(104, 80, kernel_size=8, stride=4) == (25, 19)
+    assert conv2d_output_shape(25, 19, kernel_size=4, stride=2, padding=1) == (12, 9)
+    with pytest.raises(ValueError, match="too small"):
+        Conv2dHeadModel((3, 4, 4), [4], [8], [1], hidden_sizes=None)
+
+
+def test_scale_grad():
+    x = torch.randn(3, requires_grad=True)
+    y = scale_grad(x, 0.5)
+    assert torch.equal(y, x.detach())
+    y.sum().backward()
+    assert_close(x.grad, torch.full((3,), 0.5))
+    z = torch.randn(2, requires_grad=True)
+    ScaleGrad.apply(z, -2.0).sum().backward()
+    assert_close(z.grad, torch.full((2,), -2.0))
+
+
+def test_update_state_dict_hard_and_soft():
+    target, source = _mujoco_ff(normalize_observation=True), _mujoco_ff(normalize_observation=True)
+    source.obs_rms.count.fill_(7)
+    old = {k: v.clone() for k, v in target.state_dict().items()}
+    new = source.state_dict()
+    update_state_dict(target, new, tau=0.25)
+    for key, value in target.state_dict().items():
+        if key.endswith("count"):
+            continue
+        assert_close(value, 0.25 * new[key] + 0.75 * old[key])
+    assert float(target.obs_rms.count) == 7 * 0.25 + 0  # float buffers blend as well
+    update_state_dict(target, {"module." + k: v for k, v in new.items()}, tau=1)
+    for key, value in target.state_dict().items():
+        assert torch.equal(value, new[key])
+    with pytest.raises(ValueError, match="tau"):
+        update_state_dict(target, new, tau=1.5)
+    with pytest.raises(KeyError, match="missing"):
+        update_state_dict(target, {"log_std": new["log_std"]}, tau=0.5)
+
+
+def test_strip_ddp_state_dict():
+    stripped = strip_ddp_state_dict({"module.a.weight": 1, "b": 2})
+    assert list(stripped.items()) == [("a.weight", 1), ("b", 2)]
+
+
+def test_running_mean_std_combines_batches():
+    rms = RunningMeanStdModel((3,))
+    first, second = torch.randn(4, 5, 3) * 2 + 1, torch.randn(7, 3) - 3
+    rms.update(first)
+    rms.update(second)
+    data = torch.cat([first.reshape(-1, 3), second])
+    assert_close(rms.mean, data.mean(0))
+    assert_close(rms.var, data.var(0, unbiased=False))
+    assert float(rms.count) == 27
+    assert set(rms.state_dict()) == {"mean", "var", "count"}
+
+
+# -------------------------------------------------------------- complete models
+
+
+@pytest.mark.parametrize("lead", LEADS)
+def test_atari_ff_model_leading_dims(lead):
+    model = _atari_ff()
+    image = _images(lead)
+    before = image.clone()
+    pi, value = model(image, torch.zeros(lead, dtype=torch.long), torch.zeros(lead))
+    assert pi.shape == (*lead, A) and value.shape == lead
+    assert_close(pi.sum(-1), torch.ones(lead))
+    assert torch.equal(image, before)  # the input is not scaled in place
+
+
+def test_atari_ff_model_scales_images_by_1_over_255():
+    model = _atari_ff()
+    image = _images((4,))
+    features = model.conv(image.float() / 255)
+    pi, value = model(image, None, None)
+    assert_close(pi, torch.softmax(model.pi(features), -1))
+    assert_close(value, model.value(features).squeeze(-1))
+
+
+@pytest.mark.parametrize("lead", LEADS)
+def test_atari_lstm_model_leading_dims_and_state(lead):
+    model = _atari_lstm()
+    prev_action = torch.nn.functional.one_hot(torch.randint(0, A, lead), A).float()
+    pi, value, state = model(_images(lead), prev_action, torch.zeros(lead), None)
+    assert pi.shape == (*lead, A) and value.shape == lead
+    assert isinstance(state, RnnState)
+    assert state.h.shape == state.c.shape == (1, _batch(lead), H)
+
+
+@pytest.mark.parametrize("lead", LEADS)
+def test_mujoco_ff_model_leading_dims(lead):
+    model = _mujoco_ff(init_log_std=-0.5)
+    mu, log_std, value = model(torch.randn(lead + OBS), torch.zeros((*lead, A)), torch.zeros(lead))
+    assert mu.shape == log_std.shape == (*lead, A) and value.shape == lead
+    assert_close(log_std, torch.full((*lead, A), -0.5))
+    assert mu.abs().max() <= 1  # tanh on the means by default
+
+
+@pytest.mark.parametrize("lead", LEADS)
+def test_mujoco_lstm_model_leading_dims(lead):
+    model = _mujoco_lstm()
+    obs, prev_action, prev_reward = (
+        torch.randn(lead + OBS),
+        torch.randn((*lead, A)),
+        torch.randn(lead),
+    )
+    mu, log_std, value, state = model(obs, prev_action, prev_reward, None)
+    assert mu.shape == log_std.shape == (*lead, A) and value.shape == lead
+    assert state.h.shape == state.c.shape == (1, _batch(lead), H)
+
+
+def _lstm_inputs(model, T, B):
+    if isinstance(model, AtariLstmModel):
+        return _images((T, B)), torch.randint(0, A, (T, B)), torch.randn(T, B)
+    return torch.randn(T, B, *OBS), torch.randn(T, B, A), torch.randn(T, B)
+
+
+@pytest.mark.parametrize("make", [_atari_lstm, _mujoco_lstm])
+def test_lstm_sequence_equals_stepping(make):
+    model = make()
+    T, B = 4, 3
+    inputs = _lstm_inputs(model, T, B)
+    init = RnnState(h=torch.randn(1, B, H), c=torch.randn(1, B, H))
+    *outputs, final = model(*inputs, init)
+    state = init
+    for t in range(T):
+        *step_outputs, state = model(*(x[t] for x in inputs), state)
+        for whole, one in zip(outputs, step_outputs, strict=True):
+            assert_close(whole[t], one, atol=1e-5, rtol=1e-5)
+    assert_close(final.h, state.h, atol=1e-5, rtol=1e-5)
+    zeros = RnnState(h=torch.zeros(1, B, H), c=torch.zeros(1, B, H))
+    for a, b in zip(model(*inputs, None), model(*inputs, zeros), strict=True):
+        assert_close(
+            tuple(a) if isinstance(a, RnnState) else a, tuple(b) if isinstance(b, RnnState) else b
+        )
+
+
+def test_atari_lstm_takes_integer_or_onehot_prev_action():
+    model = _atari_lstm()
+    image, prev_action, prev_reward = _lstm_inputs(model, 2, 3)
+    onehot = torch.nn.functional.one_hot(prev_action, A).float()
+    assert_close(
+        model(image, prev_action, prev_reward, None)[0], model(image, onehot, prev_reward, None)[0]
+    )
+
+
+@pytest.mark.parametrize("make", [_mujoco_ff, _mujoco_lstm])
+def test_observation_normalisation(make):
+    model = make(normalize_observation=True, norm_obs_clip=3.0)
+    assert model.normalize_observation
+    extra = (None,) if isinstance(model, MujocoLstmModel) else ()
+    obs = torch.randn(6, 4, *OBS) * 5 + 2
+    prev = (torch.zeros(6, 4, A), torch.zeros(6, 4))
+    before = {k: v.clone() for k, v in model.state_dict().items() if k.startswith("obs_rms")}
+    model(obs, *prev, *extra)
+    for key, value in before.items():
+        assert torch.equal(model.state_dict()[key], value)  # forward never updates them
+    model.update_obs_rms(obs)
+    flat = obs.reshape(-1, *OBS)
+    assert_close(model.obs_rms.mean, flat.mean(0))
+    assert_close(model.obs_rms.var, flat.var(0, unbiased=False))
+    # Far-off observations are clipped to +-norm_obs_clip standard deviations: same output.
+    far, farther = torch.full((2, *OBS), 1e3), torch.full((2, *OBS), 1e6)
+    small = (torch.zeros(2, A), torch.zeros(2))
+    assert_close(model(far, *small, *extra)[0], model(farther, *small, *extra)[0])
+    plain = make()
+    assert not plain.normalize_observation and "obs_rms.mean" not in plain.state_dict()
+    plain.update_obs_rms(obs)  # a no-op
+
+
+def test_constant_observations_keep_outputs_finite():
+    model = _mujoco_ff(normalize_observation=True)
+    obs = torch.ones(10, *OBS)
+    model.update_obs_rms(obs)  # variance 0, floored by norm_obs_var_clip
+    mu, _, value = model(obs, None, None)
+    assert torch.isfinite(mu).all() and torch.isfinite(value).all()

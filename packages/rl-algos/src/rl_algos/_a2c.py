@@ -1,0 +1,86 @@
+"""Advantage actor-critic (synchronous): one gradient step per batch of samples."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from rl_arrays import AgentInputs, valid_mean
+
+from ._pg import OptInfo, PolicyGradientAlgo
+
+__all__ = ["A2C"]
+
+
+class A2C(PolicyGradientAlgo):
+    """Advantage Actor-Critic: each ``optimize_agent`` takes one gradient step on the whole
+    batch, with advantages from discounted returns (``gae_lambda=1``) or GAE.
+
+    Loss: ``-mean(log_prob(action) * advantage) + value_loss_coeff * mean(0.5 * (value -
+    return)^2) - entropy_loss_coeff * mean(entropy)``, every mean over the valid steps.
+    """
+
+    def __init__(
+        self,
+        discount: float = 0.99,
+        learning_rate: float = 0.001,
+        value_loss_coeff: float = 0.5,
+        entropy_loss_coeff: float = 0.01,
+        OptimCls: Any = torch.optim.Adam,
+        optim_kwargs: dict[str, Any] | None = None,
+        clip_grad_norm: float | None = 1.0,
+        initial_optim_state_dict: dict[str, Any] | None = None,
+        gae_lambda: float = 1,
+        normalize_advantage: bool = False,
+    ):
+        super().__init__(
+            discount=discount,
+            learning_rate=learning_rate,
+            value_loss_coeff=value_loss_coeff,
+            entropy_loss_coeff=entropy_loss_coeff,
+            OptimCls=OptimCls,
+            optim_kwargs=optim_kwargs,
+            clip_grad_norm=clip_grad_norm,
+            initial_optim_state_dict=initial_optim_state_dict,
+            gae_lambda=gae_lambda,
+            normalize_advantage=normalize_advantage,
+        )
+
+    def optimize_agent(self, itr: int, samples: Any) -> OptInfo:
+        """One gradient step on ``samples``; returns an OptInfo of one-element lists."""
+        samples = self._prepare(samples)
+        self._optimizer.zero_grad()
+        loss, entropy, perplexity = self.loss(samples)
+        loss.backward()
+        grad_norm = self._clip_and_step()
+        return OptInfo(
+            loss=[loss.item()],
+            gradNorm=[grad_norm],
+            entropy=[entropy.item()],
+            perplexity=[perplexity.item()],
+        )
+
+    def loss(self, samples: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(loss, entropy, perplexity)`` of the agent on ``samples`` (loss with grad).
+
+        Feed-forward agents see the whole ``[T, B]`` batch; recurrent ones run each env's
+        sequence from ``prev_rnn_state`` at its first step.
+        """
+        samples = self._to_device(samples)
+        agent = self._agent
+        agent_inputs = AgentInputs(
+            samples.env.observation, samples.agent.prev_action, samples.env.prev_reward
+        )
+        init_rnn_state = self._init_rnn_state(samples, agent.recurrent)
+        dist_info, value = self._forward(agent_inputs, init_rnn_state)
+        return_, advantage, valid = self.process_returns(samples)
+        dist = agent.distribution
+        log_likelihood = dist.log_likelihood(samples.agent.action, dist_info)
+        pi_loss = -valid_mean(log_likelihood * advantage, valid)
+        value_loss = self.value_loss_coeff * valid_mean(0.5 * (value - return_) ** 2, valid)
+        entropy = dist.mean_entropy(dist_info, valid)
+        loss = pi_loss + value_loss - self.entropy_loss_coeff * entropy
+        with torch.no_grad():
+            perplexity = dist.mean_perplexity(dist_info, valid)
+        return loss, entropy, perplexity

@@ -1,0 +1,272 @@
+"""The policy-gradient base: optimizer set-up, returns and advantages from a [T, B] batch."""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections import namedtuple
+from numbers import Integral, Real
+from typing import Any
+
+import torch
+
+from rl_arrays import buffer_method, buffer_to, torchify_buffer
+
+from ._protocols import PgAgentLike
+from ._returns import (
+    discount_return,
+    discount_return_tl,
+    generalized_advantage_estimation,
+    generalized_advantage_estimation_tl,
+    valid_from_done,
+)
+
+__all__ = ["OptInfo", "PolicyGradientAlgo"]
+
+# Diagnostics of one optimize_agent call: each field a list with one float per gradient step.
+OptInfo = namedtuple("OptInfo", ["loss", "gradNorm", "entropy", "perplexity"])
+
+_AGENT_MEMBERS = ("parameters", "distribution", "recurrent", "device")
+
+
+def check_number(
+    name: str, value: Any, low: float | None = None, high: float | None = None
+) -> None:
+    """Raise a ValueError naming ``name`` unless ``value`` is a finite real in [low, high]."""
+    if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    if (low is not None and value < low) or (high is not None and value > high):
+        bounds = f"[{'-inf' if low is None else low}, {'inf' if high is None else high}]"
+        raise ValueError(f"{name} must lie in {bounds}, got {value!r}")
+
+
+def check_count(name: str, value: Any, low: int = 1) -> None:
+    """Raise a ValueError naming ``name`` unless ``value`` is an integer >= ``low``."""
+    if isinstance(value, bool) or not isinstance(value, Integral) or value < low:
+        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+
+
+class PolicyGradientAlgo:
+    """Base of the on-policy actor-critic algorithms (A2C, PPO).
+
+    Holds the settings shared by both, builds the optimizer over ``agent.parameters()`` in
+    :meth:`initialize`, and turns a batch of samples into returns, advantages and a valid mask
+    (:meth:`process_returns`). Subclasses implement ``optimize_agent(itr, samples)``.
+    """
+
+    bootstrap_value = True  # the sampler must record samples.agent.bootstrap_value
+    opt_info_fields: tuple[str, ...] = OptInfo._fields
+
+    def __init__(
+        self,
+        discount: float,
+        learning_rate: float,
+        value_loss_coeff: float,
+        entropy_loss_coeff: float,
+        OptimCls: Any,
+        optim_kwargs: dict[str, Any] | None,
+        clip_grad_norm: float | None,
+        initial_optim_state_dict: dict[str, Any] | None,
+        gae_lambda: float,
+        normalize_advantage: bool,
+    ):
+        check_number("discount", discount, 0, 1)
+        check_number("learning_rate", learning_rate, 0)
+        check_number("value_loss_coeff", value_loss_coeff, 0)
+        check_number("entropy_loss_coeff", entropy_loss_coeff)
+        check_number("gae_lambda", gae_lambda, 0, 1)
+        if clip_grad_norm is not None:
+            check_number("clip_grad_norm", clip_grad_norm, 0)
+        if not callable(OptimCls):
+            raise TypeError(f"OptimCls must be an optimizer class, got {OptimCls!r}")
+        if optim_kwargs is not None and not isinstance(optim_kwargs, dict):
+            raise TypeError(f"optim_kwargs must be a dict or None, got {optim_kwargs!r}")
+        self.discount = discount
+        self.learning_rate = learning_rate
+        self.value_loss_coeff = value_loss_coeff
+        self.entropy_loss_coeff = entropy_loss_coeff
+        self.OptimCls = OptimCls
+        self.optim_kwargs = dict(optim_kwargs or {})
+        self.clip_grad_norm = clip_grad_norm
+        self.initial_optim_state_dict = initial_optim_state_dict
+        self.gae_lambda = gae_lambda
+        self.normalize_advantage = bool(normalize_advantage)
+        self.agent: PgAgentLike | None = None
+        self.optimizer: torch.optim.Optimizer | None = None
+        self.update_counter = 0
+
+    def initialize(
+        self,
+        agent: PgAgentLike,
+        n_itr: int,
+        batch_spec: Any = None,
+        mid_batch_reset: bool = False,
+        examples: Any = None,
+        world_size: int = 1,
+        rank: int = 0,
+    ) -> None:
+        """Keep the agent and run settings, build the optimizer and load
+        ``initial_optim_state_dict`` when given. ``examples`` is unused; ``batch_spec``
+        (``.T``, ``.B``) lets subclasses check their settings against the batch."""
+        missing = [name for name in _AGENT_MEMBERS if not hasattr(agent, name)]
+        if missing or not callable(agent):
+            raise TypeError(
+                f"agent must be callable and have {', '.join(_AGENT_MEMBERS)} "
+                f"(see rl_algos.PgAgentLike); missing: {', '.join(missing) or '__call__'}"
+            )
+        check_count("n_itr", n_itr)
+        check_count("world_size", world_size)
+        check_count("rank", rank, 0)
+        self.agent = agent
+        self.n_itr = int(n_itr)
+        self.batch_spec = batch_spec
+        self.mid_batch_reset = bool(mid_batch_reset)
+        self.world_size, self.rank = int(world_size), int(rank)
+        self.optim_initialize(rank)
+        if self.initial_optim_state_dict is not None:
+            self.load_optim_state_dict(self.initial_optim_state_dict)
+
+    def optim_initialize(self, rank: int = 0) -> None:
+        """Build the optimizer over the agent's parameters."""
+        self._params = list(self._agent.parameters())
+        if not self._params:
+            raise ValueError("agent.parameters() is empty: there is nothing to optimize")
+        self.optimizer = self.OptimCls(self._params, lr=self.learning_rate, **self.optim_kwargs)
+
+    def optim_state_dict(self) -> dict[str, Any]:
+        """A copy of everything needed to resume optimisation exactly: tensors, numbers, lists
+        and dicts only, so it loads with ``torch.load(weights_only=True)``."""
+        return {
+            "optimizer": copy.deepcopy(self._optimizer.state_dict()),
+            "update_counter": self.update_counter,
+        }
+
+    def load_optim_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Restore what :meth:`optim_state_dict` returned (a bare ``optimizer.state_dict()``
+        is accepted too, as rlpyt saved, and then only the optimizer is restored)."""
+        if not isinstance(state_dict, dict):
+            raise TypeError(f"state_dict must be a dict, got {type(state_dict).__name__}")
+        # Copies: the optimizer would otherwise update the caller's tensors in place.
+        if "param_groups" in state_dict:
+            self._optimizer.load_state_dict(copy.deepcopy(state_dict))
+            return
+        self._require_keys(state_dict, ("optimizer", "update_counter"))
+        self._optimizer.load_state_dict(copy.deepcopy(state_dict["optimizer"]))
+        self.update_counter = int(state_dict["update_counter"])
+
+    def process_returns(self, samples: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Returns, advantages and a 0/1 float valid mask, each ``[T, B]``, for a batch.
+
+        Discounted returns bootstrapped with ``samples.agent.bootstrap_value`` when
+        ``gae_lambda == 1``, generalized advantage estimation otherwise; their time-limit forms
+        when ``samples.env.env_info`` has a ``timeout`` field (a time-out step then gets
+        return = its value and is masked out of ``valid``). Steps after a done are masked when
+        the sampler does not reset mid-batch or the agent is recurrent (its training pass
+        cannot reset its state mid-sequence). ``normalize_advantage`` standardises the
+        advantages over the valid steps.
+        """
+        agent = self._agent
+        samples = torchify_buffer(samples)
+        reward, done = samples.env.reward, samples.env.done
+        value = samples.agent.agent_info.value
+        bootstrap_value = getattr(samples.agent, "bootstrap_value", None)
+        if bootstrap_value is None:
+            raise ValueError(
+                "samples.agent.bootstrap_value is missing: the sampler must be initialized with "
+                "bootstrap_value=True (algo.bootstrap_value)"
+            )
+        timeout = getattr(samples.env.env_info, "timeout", None)
+        if timeout is None and self.gae_lambda == 1:
+            return_ = discount_return(reward, done, bootstrap_value, self.discount)
+            advantage = return_ - value
+        elif timeout is None:
+            advantage, return_ = generalized_advantage_estimation(
+                reward, value, done, bootstrap_value, self.discount, self.gae_lambda
+            )
+        elif self.gae_lambda == 1:
+            return_ = discount_return_tl(
+                reward, done, bootstrap_value, self.discount, timeout, value
+            )
+            advantage = return_ - value
+        else:
+            advantage, return_ = generalized_advantage_estimation_tl(
+                reward, value, done, bootstrap_value, self.discount, self.gae_lambda, timeout
+            )
+        if not self.mid_batch_reset or agent.recurrent:
+            valid = valid_from_done(done).to(return_.dtype)
+        else:
+            valid = torch.ones_like(return_)
+        if timeout is not None:
+            valid = valid * ~timeout.bool()
+        if self.normalize_advantage:
+            advantage = self._normalize(advantage, valid)
+        return return_, advantage, valid
+
+    @staticmethod
+    def _normalize(advantage: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+        """Zero mean, unit standard deviation over the valid steps (std floored at 1e-6)."""
+        selected = advantage[valid > 0]
+        if selected.numel() == 0:
+            return advantage
+        std = selected.std() if selected.numel() > 1 else torch.zeros_like(selected[0])
+        return (advantage - selected.mean()) / std.clamp(min=1e-6)
+
+    def _prepare(self, samples: Any) -> Any:
+        """The batch as tensors on the agent's device; the agent's observation statistics
+        updated first, when it keeps any."""
+        samples = self._to_device(samples)
+        update_obs_rms = getattr(self._agent, "update_obs_rms", None)
+        if update_obs_rms is not None:
+            update_obs_rms(samples.env.observation)
+        return samples
+
+    def _to_device(self, samples: Any) -> Any:
+        return buffer_to(torchify_buffer(samples), self._agent.device)
+
+    def _forward(self, agent_inputs: Any, init_rnn_state: Any = None) -> tuple[Any, Any]:
+        """The agent's ``(dist_info, value)`` with grad; a recurrent agent starts from
+        ``init_rnn_state``, given batch-first ``[B, N, H]`` as stored in samples."""
+        if self._agent.recurrent:
+            if init_rnn_state is None:
+                raise ValueError("a recurrent agent needs samples.agent.agent_info.prev_rnn_state")
+            state = buffer_method(buffer_method(init_rnn_state, "transpose", 0, 1), "contiguous")
+            dist_info, value, _ = self._agent(*agent_inputs, state)
+            return dist_info, value
+        return self._agent(*agent_inputs)
+
+    @staticmethod
+    def _init_rnn_state(samples: Any, recurrent: bool) -> Any:
+        """``prev_rnn_state`` at the first step, ``[B, N, H]``, for recurrent agents."""
+        if not recurrent:
+            return None
+        prev_rnn_state = getattr(samples.agent.agent_info, "prev_rnn_state", None)
+        return None if prev_rnn_state is None else prev_rnn_state[0]
+
+    def _clip_and_step(self) -> float:
+        """Clip the gradient norm, take an optimizer step; returns the norm before clipping."""
+        max_norm = math.inf if self.clip_grad_norm is None else self.clip_grad_norm
+        grad_norm = torch.nn.utils.clip_grad_norm_(self._params, max_norm)
+        self._optimizer.step()
+        self.update_counter += 1
+        return float(grad_norm)
+
+    @property
+    def _agent(self) -> PgAgentLike:
+        if self.agent is None:
+            raise RuntimeError(f"{type(self).__name__}.initialize(agent, ...) must be called first")
+        return self.agent
+
+    @property
+    def _optimizer(self) -> torch.optim.Optimizer:
+        if self.optimizer is None:
+            raise RuntimeError(f"{type(self).__name__}.initialize(agent, ...) must be called first")
+        return self.optimizer
+
+    @staticmethod
+    def _require_keys(state_dict: dict[str, Any], keys: tuple[str, ...]) -> None:
+        missing = [key for key in keys if key not in state_dict]
+        if missing:
+            raise ValueError(
+                f"state_dict is missing {', '.join(map(repr, missing))}; expected what "
+                "optim_state_dict() returns"
+            )

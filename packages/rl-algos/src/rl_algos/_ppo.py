@@ -1,0 +1,223 @@
+"""Proximal policy optimisation: epochs of minibatch steps on a clipped likelihood-ratio loss."""
+
+from __future__ import annotations
+
+from collections import namedtuple
+from typing import Any
+
+import torch
+
+from rl_arrays import AgentInputs, namedarraytuple, valid_mean
+
+from ._pg import OptInfo, PolicyGradientAlgo, check_count, check_number
+from ._protocols import PgAgentLike
+
+__all__ = ["PPO", "LossInputs", "PpoOptInfo"]
+
+# PPO's diagnostics: OptInfo's plus the mean KL(old || new) and the fraction of valid steps
+# whose likelihood ratio lay outside [1 - ratio_clip, 1 + ratio_clip], per minibatch.
+PpoOptInfo = namedtuple("PpoOptInfo", [*OptInfo._fields, "kl", "clipFraction"])
+
+LossInputs = namedarraytuple(
+    "LossInputs", ["agent_inputs", "action", "return_", "advantage", "valid", "old_dist_info"]
+)
+LossInputs.__doc__ = "Everything PPO's loss reads, sliced together into minibatches."
+
+
+class PPO(PolicyGradientAlgo):
+    """Proximal Policy Optimization (clipped surrogate objective).
+
+    Each ``optimize_agent`` makes ``epochs`` passes over the batch in ``minibatches`` random
+    minibatches (feed-forward agents: single steps drawn from all ``T * B``; recurrent agents:
+    whole ``[T, B_mb]`` sequences, each from its ``prev_rnn_state`` at the first step).
+    With ``linear_lr_schedule`` the learning rate and ``ratio_clip`` both fall linearly, by
+    the same factor ``(n_itr - itr) / n_itr`` during iteration ``itr``, reaching 0 after
+    ``n_itr`` calls (a ``LambdaLR`` stepped once per ``optimize_agent``).
+    """
+
+    opt_info_fields: tuple[str, ...] = PpoOptInfo._fields
+
+    def __init__(
+        self,
+        discount: float = 0.99,
+        learning_rate: float = 0.001,
+        value_loss_coeff: float = 1.0,
+        entropy_loss_coeff: float = 0.01,
+        OptimCls: Any = torch.optim.Adam,
+        optim_kwargs: dict[str, Any] | None = None,
+        clip_grad_norm: float | None = 1.0,
+        initial_optim_state_dict: dict[str, Any] | None = None,
+        gae_lambda: float = 1,
+        minibatches: int = 4,
+        epochs: int = 4,
+        ratio_clip: float = 0.1,
+        linear_lr_schedule: bool = True,
+        normalize_advantage: bool = False,
+    ):
+        super().__init__(
+            discount=discount,
+            learning_rate=learning_rate,
+            value_loss_coeff=value_loss_coeff,
+            entropy_loss_coeff=entropy_loss_coeff,
+            OptimCls=OptimCls,
+            optim_kwargs=optim_kwargs,
+            clip_grad_norm=clip_grad_norm,
+            initial_optim_state_dict=initial_optim_state_dict,
+            gae_lambda=gae_lambda,
+            normalize_advantage=normalize_advantage,
+        )
+        check_count("minibatches", minibatches)
+        check_count("epochs", epochs)
+        check_number("ratio_clip", ratio_clip, 0)
+        self.minibatches = int(minibatches)
+        self.epochs = int(epochs)
+        self.ratio_clip = ratio_clip  # the current value; annealed with the learning rate
+        self._base_ratio_clip = ratio_clip
+        self.linear_lr_schedule = bool(linear_lr_schedule)
+        self.lr_scheduler: torch.optim.lr_scheduler.LambdaLR | None = None
+
+    def initialize(
+        self,
+        agent: PgAgentLike,
+        n_itr: int,
+        batch_spec: Any = None,
+        mid_batch_reset: bool = False,
+        examples: Any = None,
+        world_size: int = 1,
+        rank: int = 0,
+    ) -> None:
+        """As the base, and checks that ``batch_spec`` (when given) has room for
+        ``minibatches``: ``B`` sequences for a recurrent agent, ``T * B`` steps otherwise."""
+        super().initialize(agent, n_itr, batch_spec, mid_batch_reset, examples, world_size, rank)
+        if batch_spec is not None:
+            self._check_batch_size(int(batch_spec.T), int(batch_spec.B))
+
+    def optim_initialize(self, rank: int = 0) -> None:
+        """Build the optimizer, the linear learning-rate schedule (when enabled) and the
+        random generator that draws minibatches (seeded from torch's global generator)."""
+        super().optim_initialize(rank)
+        n_itr = self.n_itr
+
+        def lr_factor(itr: int) -> float:
+            return max(0.0, (n_itr - itr) / n_itr)
+
+        self._lr_factor = lr_factor
+        if self.linear_lr_schedule:
+            self.lr_scheduler = torch.optim.lr_scheduler.LambdaLR(self._optimizer, lr_factor)
+        self._generator = torch.Generator()
+        self._generator.manual_seed(int(torch.randint(2**62, ())))
+        self.ratio_clip = self._base_ratio_clip
+
+    def optimize_agent(self, itr: int, samples: Any) -> PpoOptInfo:
+        """``epochs`` passes of minibatch gradient steps on ``samples``; one PpoOptInfo entry
+        per step. Then the learning rate and ratio clip move one step along their schedule."""
+        samples = self._prepare(samples)
+        agent = self._agent
+        reward = samples.env.reward
+        if reward.dim() != 2:
+            raise ValueError(f"samples must have [T, B] leading dims, got reward {reward.shape}")
+        T, B = int(reward.shape[0]), int(reward.shape[1])
+        recurrent = agent.recurrent
+        self._check_batch_size(T, B)
+        return_, advantage, valid = self.process_returns(samples)
+        loss_inputs = LossInputs(
+            agent_inputs=AgentInputs(
+                samples.env.observation, samples.agent.prev_action, samples.env.prev_reward
+            ),
+            action=samples.agent.action,
+            return_=return_,
+            advantage=advantage,
+            valid=valid,
+            old_dist_info=samples.agent.agent_info.dist_info,
+        )
+        init_rnn_state = self._init_rnn_state(samples, recurrent)  # [B, N, H]: sliced over B
+        opt_info = PpoOptInfo(*([] for _ in PpoOptInfo._fields))
+        n = B if recurrent else T * B
+        for _ in range(self.epochs):
+            order = torch.randperm(n, generator=self._generator).to(reward.device)
+            for idxs in order.tensor_split(self.minibatches):
+                if recurrent:
+                    minibatch = loss_inputs[:, idxs]
+                    rnn_state = None if init_rnn_state is None else init_rnn_state[idxs]
+                else:
+                    minibatch, rnn_state = loss_inputs[idxs % T, idxs // T], None
+                self._optimizer.zero_grad()
+                loss, entropy, perplexity, kl, clip_fraction = self.loss(*minibatch, rnn_state)
+                loss.backward()
+                grad_norm = self._clip_and_step()
+                opt_info.loss.append(loss.item())
+                opt_info.gradNorm.append(grad_norm)
+                opt_info.entropy.append(entropy.item())
+                opt_info.perplexity.append(perplexity.item())
+                opt_info.kl.append(kl.item())
+                opt_info.clipFraction.append(clip_fraction.item())
+        if self.lr_scheduler is not None:
+            self.lr_scheduler.step()
+            self.ratio_clip = self._base_ratio_clip * self._lr_factor(self.lr_scheduler.last_epoch)
+        return opt_info
+
+    def loss(
+        self,
+        agent_inputs: Any,
+        action: torch.Tensor,
+        return_: torch.Tensor,
+        advantage: torch.Tensor,
+        valid: torch.Tensor,
+        old_dist_info: Any,
+        init_rnn_state: Any = None,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(loss, entropy, perplexity, kl, clip_fraction)`` for one minibatch (loss with grad).
+
+        Policy loss ``-mean(min(ratio * adv, clip(ratio, 1 - eps, 1 + eps) * adv))``, value loss
+        ``value_loss_coeff * mean(0.5 * (value - return)^2)``, entropy bonus
+        ``-entropy_loss_coeff * mean(entropy)``; means over the valid steps. ``init_rnn_state``
+        (recurrent agents) is batch-first ``[B, N, H]``, as stored in samples.
+        """
+        agent = self._agent
+        dist_info, value = self._forward(agent_inputs, init_rnn_state)
+        dist = agent.distribution
+        ratio = dist.likelihood_ratio(action, old_dist_info, dist_info)
+        clipped_ratio = torch.clamp(ratio, 1.0 - self.ratio_clip, 1.0 + self.ratio_clip)
+        surrogate = torch.min(ratio * advantage, clipped_ratio * advantage)
+        pi_loss = -valid_mean(surrogate, valid)
+        value_loss = self.value_loss_coeff * valid_mean(0.5 * (value - return_) ** 2, valid)
+        entropy = dist.mean_entropy(dist_info, valid)
+        loss = pi_loss + value_loss - self.entropy_loss_coeff * entropy
+        with torch.no_grad():
+            perplexity = dist.mean_perplexity(dist_info, valid)
+            kl = dist.mean_kl(old_dist_info, dist_info, valid)
+            outside = ((ratio - 1.0).abs() > self.ratio_clip).to(ratio.dtype)
+            clip_fraction = valid_mean(outside, valid)
+        return loss, entropy, perplexity, kl, clip_fraction
+
+    def optim_state_dict(self) -> dict[str, Any]:
+        """The base's state plus the learning-rate schedule, the current ratio clip and the
+        minibatch generator's state, so a resumed run draws the same minibatches."""
+        state = super().optim_state_dict()
+        state["ratio_clip"] = self.ratio_clip
+        state["generator"] = self._generator.get_state()
+        if self.lr_scheduler is not None:
+            state["lr_scheduler"] = self.lr_scheduler.state_dict()
+        return state
+
+    def load_optim_state_dict(self, state_dict: dict[str, Any]) -> None:
+        super().load_optim_state_dict(state_dict)
+        if "param_groups" in state_dict:  # a bare optimizer state: nothing more to restore
+            return
+        self._require_keys(state_dict, ("ratio_clip", "generator"))
+        if (self.lr_scheduler is None) != ("lr_scheduler" not in state_dict):
+            raise ValueError(
+                "state_dict and this PPO disagree on linear_lr_schedule "
+                f"(this one has linear_lr_schedule={self.linear_lr_schedule})"
+            )
+        if self.lr_scheduler is not None:
+            self.lr_scheduler.load_state_dict(state_dict["lr_scheduler"])
+        self.ratio_clip = float(state_dict["ratio_clip"])
+        self._generator.set_state(state_dict["generator"])
+
+    def _check_batch_size(self, T: int, B: int) -> None:
+        recurrent = self._agent.recurrent
+        n = B if recurrent else T * B
+        if self.minibatches > n:
+            what = f"B={B} sequences (recurrent agent)" if recurrent else f"T*B={T * B} steps"
+            raise ValueError(f"minibatches={self.minibatches} is more than the batch's {what}")

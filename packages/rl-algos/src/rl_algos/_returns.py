@@ -1,0 +1,255 @@
+"""Discounted returns, generalized advantage estimation and valid masks for [T, ...] data.
+
+Every function takes time-major data, ``[T]``, ``[T, B]`` or ``[T, B, ...]``, as numpy arrays or
+torch tensors (the result is of the same kind as ``reward`` / ``done``, on its device). The
+recursion runs backwards over T; everything after the first dim is one vectorised operation.
+
+Time limits (the ``_tl`` forms). A step with ``timeout[t]`` True ended its episode because of a
+time limit, not because the task terminated, so its successor state still has value. In a [T, B]
+batch that successor is not available: the sampler reset the environment, and the next row holds
+the new episode's first observation. The convention here (rlpyt's) is therefore:
+
+- the time-out step itself gets ``return_[t] = value[t]`` and ``advantage[t] = 0``: its target is
+  its own value estimate, and it carries no learning signal (the algorithm masks it out);
+- every earlier step of that episode bootstraps through it: with no done in between,
+  ``return_[t-1] = reward[t-1] + discount * value[t]``, and the GAE chain is cut at ``t``
+  (``advantage[t-1] = reward[t-1] + discount * value[t] - value[t-1]``), exactly as if the
+  episode had been cut one step earlier, at a state whose value is ``value[t]``.
+
+Unlike rlpyt this also holds at the last row, ``t = T - 1`` (rlpyt's loop skips it and so treats a
+time-out in the last row as a termination for the step before it). ``timeout`` must imply ``done``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+__all__ = [
+    "discount_return",
+    "discount_return_tl",
+    "generalized_advantage_estimation",
+    "generalized_advantage_estimation_tl",
+    "valid_from_done",
+]
+
+
+def _is_torch(x: Any) -> bool:
+    return isinstance(x, torch.Tensor)
+
+
+def _as_kind(x: Any, like: Any) -> Any:
+    """``x`` as the same kind of array as ``like`` (a torch tensor on its device, or numpy)."""
+    if _is_torch(like):
+        return torch.as_tensor(x, device=like.device)
+    if _is_torch(x):
+        return x.detach().cpu().numpy()
+    return np.asarray(x)
+
+
+def _float_dtype(reward: Any) -> Any:
+    """The result dtype: reward's when it is floating, float32 otherwise."""
+    if _is_torch(reward):
+        return reward.dtype if reward.is_floating_point() else torch.float32
+    return reward.dtype if np.issubdtype(reward.dtype, np.floating) else np.dtype(np.float32)
+
+
+def _cast(x: Any, dtype: Any) -> Any:
+    return x.to(dtype) if _is_torch(x) else x.astype(dtype, copy=False)
+
+
+def _as_bool(x: Any) -> Any:
+    return x.bool() if _is_torch(x) else x.astype(bool, copy=False)
+
+
+def _empty_like(x: Any) -> Any:
+    return torch.empty_like(x) if _is_torch(x) else np.empty_like(x)
+
+
+def _concat_time(x: Any, last: Any) -> Any:
+    """``x[1:]`` followed by ``last`` (one more row) along the time dim."""
+    if _is_torch(x):
+        return torch.cat([x[1:], last[None]])
+    return np.concatenate([x[1:], last[None]])
+
+
+def _copy(x: Any) -> Any:
+    return x.clone() if _is_torch(x) else x.copy()
+
+
+def _shape(x: Any) -> tuple[int, ...]:
+    return tuple(int(s) for s in x.shape)
+
+
+def _inputs(
+    reward: Any, done: Any, bootstrap_value: Any, value: Any = None, timeout: Any = None
+) -> tuple[Any, Any, Any, Any, Any]:
+    """Check shapes; return reward, not-done, bootstrap_value and value as floats of reward's
+    kind (bootstrap_value broadcast to one row) and timeout as bool."""
+    if value is None and timeout is not None:
+        raise ValueError("value is required with timeout (time-out steps bootstrap from it)")
+    reward = _as_kind(reward, reward)
+    shape = _shape(reward)
+    if len(shape) < 1 or shape[0] < 1:
+        raise ValueError(f"reward must have a leading time dim of length >= 1, got shape {shape}")
+    dtype = _float_dtype(reward)
+
+    def conform(name: str, x: Any) -> Any:
+        x = _as_kind(x, reward)
+        if _shape(x) != shape:
+            raise ValueError(f"{name} must have reward's shape {shape}, got {_shape(x)}")
+        return x
+
+    done = _as_bool(conform("done", done))
+    if value is not None:
+        value = _cast(conform("value", value), dtype)
+    if timeout is not None:
+        timeout = _as_bool(conform("timeout", timeout))
+        if bool((timeout & ~done).any()):
+            raise ValueError(
+                "timeout is True at a step where done is False; a time-out must be done"
+            )
+    bootstrap_value = _cast(_as_kind(bootstrap_value, reward), dtype)
+    if _shape(bootstrap_value) not in (shape[1:], ()):
+        raise ValueError(
+            f"bootstrap_value must have shape {shape[1:]} (reward's shape after the time dim) "
+            f"or be a scalar, got {_shape(bootstrap_value)}"
+        )
+    if _is_torch(bootstrap_value):
+        bootstrap_value = bootstrap_value.expand(shape[1:])
+    else:
+        bootstrap_value = np.broadcast_to(bootstrap_value, shape[1:])
+    return _cast(reward, dtype), 1 - _cast(done, dtype), bootstrap_value, value, timeout
+
+
+def _backward_scan(x: Any, coef: Any, last: Any, out: Any) -> Any:
+    """``out[t] = x[t] + coef[t] * out[t + 1]`` for t = T-1 ... 0, with ``out[T] = last``."""
+    out[-1] = x[-1] + coef[-1] * last
+    for t in range(len(x) - 2, -1, -1):
+        out[t] = x[t] + coef[t] * out[t + 1]
+    return out
+
+
+def _write(result: Any, dest: Any) -> Any:
+    if dest is None:
+        return result
+    dest[...] = result
+    return dest
+
+
+def discount_return(
+    reward: Any, done: Any, bootstrap_value: Any, discount: float, return_dest: Any = None
+) -> Any:
+    """Discounted sum of future rewards from each step to the end of the batch.
+
+    ``return_[t] = reward[t] + discount * (1 - done[t]) * return_[t + 1]``, with
+    ``bootstrap_value`` (the value of the state after the last step, shape ``reward.shape[1:]``)
+    standing in for ``return_[T]``: the sum restarts after every done. Written into
+    ``return_dest`` when given (and that is returned).
+    """
+    reward, not_done, bootstrap_value, _, _ = _inputs(reward, done, bootstrap_value)
+    out = return_dest if return_dest is not None else _empty_like(reward)
+    return _backward_scan(reward, discount * not_done, bootstrap_value, out)
+
+
+def generalized_advantage_estimation(
+    reward: Any,
+    value: Any,
+    done: Any,
+    bootstrap_value: Any,
+    discount: float,
+    gae_lambda: float,
+    advantage_dest: Any = None,
+    return_dest: Any = None,
+) -> tuple[Any, Any]:
+    """Advantages by generalized advantage estimation, and the returns ``advantage + value``.
+
+    ``delta[t] = reward[t] + discount * (1 - done[t]) * value[t + 1] - value[t]`` (with
+    ``value[T] = bootstrap_value``) and ``advantage[t] = delta[t] + discount * gae_lambda *
+    (1 - done[t]) * advantage[t + 1]``. ``gae_lambda = 1`` gives the discounted return minus the
+    value; ``0`` the one-step TD error. Returns ``(advantage, return_)``.
+    """
+    reward, not_done, bootstrap_value, value, _ = _inputs(reward, done, bootstrap_value, value)
+    if value is None:
+        raise ValueError("value is required")
+    delta = reward + discount * not_done * _concat_time(value, bootstrap_value) - value
+    advantage = advantage_dest if advantage_dest is not None else _empty_like(reward)
+    advantage = _backward_scan(delta, discount * gae_lambda * not_done, 0.0, advantage)
+    return advantage, _write(advantage + value, return_dest)
+
+
+def discount_return_tl(
+    reward: Any,
+    done: Any,
+    bootstrap_value: Any,
+    discount: float,
+    timeout: Any,
+    value: Any,
+    return_dest: Any = None,
+) -> Any:
+    """:func:`discount_return` that bootstraps through time limits.
+
+    Where ``timeout[t]`` (which requires ``done[t]``), ``return_[t] = value[t]``, so the steps
+    before it in the same episode bootstrap from ``value[t]`` instead of treating the episode as
+    terminated. The time-out step's own return is only its value estimate: do not train on it
+    (see the module docstring for the full convention).
+    """
+    reward, not_done, bootstrap_value, value, timeout = _inputs(
+        reward, done, bootstrap_value, value, timeout
+    )
+    out = return_dest if return_dest is not None else _empty_like(reward)
+    target = _copy(reward)
+    target[timeout] = value[timeout]  # done at a time-out, so nothing is added to it
+    return _backward_scan(target, discount * not_done, bootstrap_value, out)
+
+
+def generalized_advantage_estimation_tl(
+    reward: Any,
+    value: Any,
+    done: Any,
+    bootstrap_value: Any,
+    discount: float,
+    gae_lambda: float,
+    timeout: Any,
+    advantage_dest: Any = None,
+    return_dest: Any = None,
+) -> tuple[Any, Any]:
+    """:func:`generalized_advantage_estimation` that bootstraps through time limits.
+
+    Where ``timeout[t]`` (which requires ``done[t]``), ``advantage[t] = 0`` and
+    ``return_[t] = value[t]``; the step before it then has ``delta = reward + discount *
+    value[t] - value`` and its GAE chain stops there. Do not train on time-out steps (see the
+    module docstring). Returns ``(advantage, return_)``.
+    """
+    reward, not_done, bootstrap_value, value, timeout = _inputs(
+        reward, done, bootstrap_value, value, timeout
+    )
+    delta = reward + discount * not_done * _concat_time(value, bootstrap_value) - value
+    delta[timeout] = 0
+    advantage = advantage_dest if advantage_dest is not None else _empty_like(reward)
+    advantage = _backward_scan(delta, discount * gae_lambda * not_done, 0.0, advantage)
+    return advantage, _write(advantage + value, return_dest)
+
+
+def valid_from_done(done: Any) -> Any:
+    """A 0/1 mask over the leading (time) dim: 1 up to and including the first done, 0 after.
+
+    For batches whose environments are not reset until the batch ends (wait-reset collectors,
+    recurrent training), where the steps after a done are blanks. The mask is float: done's
+    dtype when that is floating, float32 otherwise.
+    """
+    done = _as_kind(done, done)
+    shape = _shape(done)
+    if len(shape) < 1:
+        raise ValueError(f"done must have a leading time dim, got shape {shape}")
+    dtype = _float_dtype(done)
+    done_b = _as_bool(done)
+    if _is_torch(done):
+        valid = torch.ones(shape, dtype=dtype, device=done.device)
+        valid[1:] = (done_b[:-1].cumsum(dim=0) == 0).to(dtype)
+    else:
+        valid = np.ones(shape, dtype=dtype)
+        valid[1:] = done_b[:-1].cumsum(axis=0) == 0
+    return valid
