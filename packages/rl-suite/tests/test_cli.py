@@ -10,11 +10,13 @@ from rl_suite._demo import GOAL, fill_samples
 
 
 def test_reexports_every_implemented_package():
-    packages = (rl_arrays, rl_replay, rl_samplers)
-    assert set().union(*(p.__all__ for p in packages)) <= set(rl_suite.__all__)
-    assert len(set(rl_suite.__all__)) == len(rl_suite.__all__)  # no name clashes
+    assert set().union(*(p.__all__ for p in rl_suite.PACKAGES)) == set(rl_suite.__all__)
+    for package in rl_suite.PACKAGES:  # a name exported twice is one and the same object
+        for name in package.__all__:
+            assert getattr(rl_suite, name) is getattr(package, name), name
     assert rl_suite.namedarraytuple is rl_arrays.namedarraytuple
     assert rl_suite.SumTree is rl_replay.SumTree and rl_suite.AtariEnv is rl_samplers.AtariEnv
+    assert rl_suite.PPO.__module__.startswith("rl_algos")
 
 
 @pytest.mark.parametrize("start_method", ["fork", "spawn"])
