@@ -8,6 +8,8 @@ from torch.testing import assert_close
 from rl_agents import (
     AtariFfModel,
     AtariLstmModel,
+    CategoricalFfModel,
+    CategoricalLstmModel,
     Conv2dHeadModel,
     Conv2dModel,
     MlpModel,
@@ -57,6 +59,14 @@ def _mujoco_ff(**kwargs):
 
 def _mujoco_lstm(**kwargs):
     return MujocoLstmModel(OBS, A, hidden_sizes=[16], lstm_size=H, **kwargs)
+
+
+def _categorical_ff(**kwargs):
+    return CategoricalFfModel(OBS, A, hidden_sizes=[16], **kwargs)
+
+
+def _categorical_lstm(**kwargs):
+    return CategoricalLstmModel(OBS, A, hidden_sizes=[16], lstm_size=H, **kwargs)
 
 
 # -------------------------------------------------------------------- components
@@ -195,13 +205,26 @@ def test_mujoco_lstm_model_leading_dims(lead):
     assert state.h.shape == state.c.shape == (1, _batch(lead), H)
 
 
+@pytest.mark.parametrize("lead", LEADS)
+def test_categorical_models_leading_dims(lead):
+    obs, prev_action = torch.randn(lead + OBS), torch.randint(0, A, lead)
+    pi, value = _categorical_ff()(obs, prev_action, torch.zeros(lead))
+    assert pi.shape == (*lead, A) and value.shape == lead
+    assert_close(pi.sum(-1), torch.ones(lead))
+    pi, value, state = _categorical_lstm()(obs, prev_action, torch.zeros(lead), None)
+    assert pi.shape == (*lead, A) and value.shape == lead
+    assert state.h.shape == state.c.shape == (1, _batch(lead), H)
+
+
 def _lstm_inputs(model, T, B):
     if isinstance(model, AtariLstmModel):
         return _images((T, B)), torch.randint(0, A, (T, B)), torch.randn(T, B)
+    if isinstance(model, CategoricalLstmModel):
+        return torch.randn(T, B, *OBS), torch.randint(0, A, (T, B)), torch.randn(T, B)
     return torch.randn(T, B, *OBS), torch.randn(T, B, A), torch.randn(T, B)
 
 
-@pytest.mark.parametrize("make", [_atari_lstm, _mujoco_lstm])
+@pytest.mark.parametrize("make", [_atari_lstm, _mujoco_lstm, _categorical_lstm])
 def test_lstm_sequence_equals_stepping(make):
     model = make()
     T, B = 4, 3
@@ -221,8 +244,9 @@ def test_lstm_sequence_equals_stepping(make):
         )
 
 
-def test_atari_lstm_takes_integer_or_onehot_prev_action():
-    model = _atari_lstm()
+@pytest.mark.parametrize("make", [_atari_lstm, _categorical_lstm])
+def test_lstm_takes_integer_or_onehot_prev_action(make):
+    model = make()
     image, prev_action, prev_reward = _lstm_inputs(model, 2, 3)
     onehot = torch.nn.functional.one_hot(prev_action, A).float()
     assert_close(
@@ -230,11 +254,11 @@ def test_atari_lstm_takes_integer_or_onehot_prev_action():
     )
 
 
-@pytest.mark.parametrize("make", [_mujoco_ff, _mujoco_lstm])
+@pytest.mark.parametrize("make", [_mujoco_ff, _mujoco_lstm, _categorical_ff, _categorical_lstm])
 def test_observation_normalisation(make):
     model = make(normalize_observation=True, norm_obs_clip=3.0)
     assert model.normalize_observation
-    extra = (None,) if isinstance(model, MujocoLstmModel) else ()
+    extra = (None,) if isinstance(model, MujocoLstmModel | CategoricalLstmModel) else ()
     obs = torch.randn(6, 4, *OBS) * 5 + 2
     prev = (torch.zeros(6, 4, A), torch.zeros(6, 4))
     before = {k: v.clone() for k, v in model.state_dict().items() if k.startswith("obs_rms")}

@@ -1,7 +1,7 @@
 """Models, action distributions and agents for rl-suite.
 
-Policy-gradient agents (categorical and Gaussian, feed-forward and recurrent, for Atari
-and MuJoCo-style tasks), the distributions they sample from and score with, the model
+Policy-gradient agents (categorical and Gaussian, feed-forward and recurrent, for Atari,
+MuJoCo-style and classic-control tasks), the distributions they sample from and score with, the model
 building blocks, and the recurrent-state mixins. Depends on rl-arrays and torch only.
 """
 
@@ -36,6 +36,8 @@ from ._pg_agents import (
     AtariFfAgent,
     AtariLstmAgent,
     AtariMixin,
+    CategoricalFfAgent,
+    CategoricalLstmAgent,
     CategoricalPgAgent,
     GaussianPgAgent,
     MujocoFfAgent,
@@ -45,8 +47,17 @@ from ._pg_agents import (
     RecurrentCategoricalPgAgentBase,
     RecurrentGaussianPgAgent,
     RecurrentGaussianPgAgentBase,
+    VectorCategoricalMixin,
 )
-from ._pg_models import AtariFfModel, AtariLstmModel, MujocoFfModel, MujocoLstmModel, RnnState
+from ._pg_models import (
+    AtariFfModel,
+    AtariLstmModel,
+    CategoricalFfModel,
+    CategoricalLstmModel,
+    MujocoFfModel,
+    MujocoLstmModel,
+    RnnState,
+)
 
 __version__ = version("rl-agents")
 
@@ -66,6 +77,10 @@ __all__ = [
     "BaseAgent",
     "Categorical",
     "CategoricalEpsilonGreedy",
+    "CategoricalFfAgent",
+    "CategoricalFfModel",
+    "CategoricalLstmAgent",
+    "CategoricalLstmModel",
     "CategoricalPgAgent",
     "Conv2dHeadModel",
     "Conv2dModel",
@@ -90,6 +105,7 @@ __all__ = [
     "RnnState",
     "RunningMeanStdModel",
     "ScaleGrad",
+    "VectorCategoricalMixin",
     "conv2d_output_shape",
     "scale_grad",
     "strip_ddp_state_dict",

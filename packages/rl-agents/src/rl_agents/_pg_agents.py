@@ -7,7 +7,8 @@ The classes combine three independent choices, as rlpyt does:
   ``_GaussianPolicy``: mean and log_std, ``Gaussian``);
 * feed-forward or recurrent acting (``_FeedForwardPg``, ``_RecurrentPg``; recurrent agents
   also take ``RecurrentAgentMixin`` or ``AlternatingRecurrentAgentMixin`` for the state);
-* which model and environment kwargs (``AtariMixin``, ``MujocoMixin``).
+* which model and environment kwargs (``AtariMixin``, ``MujocoMixin``,
+  ``VectorCategoricalMixin``).
 """
 
 from __future__ import annotations
@@ -21,7 +22,14 @@ from rl_arrays import AgentStep, buffer_func, buffer_method, buffer_to, namedarr
 
 from ._base_agent import AlternatingRecurrentAgentMixin, BaseAgent, RecurrentAgentMixin
 from ._distributions import Categorical, DistInfo, DistInfoStd, Gaussian
-from ._pg_models import AtariFfModel, AtariLstmModel, MujocoFfModel, MujocoLstmModel
+from ._pg_models import (
+    AtariFfModel,
+    AtariLstmModel,
+    CategoricalFfModel,
+    CategoricalLstmModel,
+    MujocoFfModel,
+    MujocoLstmModel,
+)
 
 __all__ = [
     "AgentInfo",
@@ -33,6 +41,8 @@ __all__ = [
     "AtariFfAgent",
     "AtariLstmAgent",
     "AtariMixin",
+    "CategoricalFfAgent",
+    "CategoricalLstmAgent",
     "CategoricalPgAgent",
     "GaussianPgAgent",
     "MujocoFfAgent",
@@ -42,6 +52,7 @@ __all__ = [
     "RecurrentCategoricalPgAgentBase",
     "RecurrentGaussianPgAgent",
     "RecurrentGaussianPgAgentBase",
+    "VectorCategoricalMixin",
 ]
 
 AgentInfo = namedarraytuple("AgentInfo", ["dist_info", "value"])
@@ -314,6 +325,17 @@ class MujocoMixin:
         )
 
 
+class VectorCategoricalMixin:
+    """Model kwargs from the spaces: ``observation_shape`` and ``output_size`` (the number
+    of actions)."""
+
+    def make_env_to_model_kwargs(self, env_spaces: Any) -> dict[str, Any]:
+        return dict(
+            observation_shape=_shape(env_spaces.observation, "observation"),
+            output_size=_n_actions(env_spaces),
+        )
+
+
 class AtariFfAgent(AtariMixin, CategoricalPgAgent):
     """``CategoricalPgAgent`` with an ``AtariFfModel``."""
 
@@ -355,4 +377,19 @@ class AlternatingMujocoLstmAgent(MujocoMixin, AlternatingRecurrentGaussianPgAgen
     """``AlternatingRecurrentGaussianPgAgent`` with a ``MujocoLstmModel``."""
 
     def __init__(self, ModelCls: Any = MujocoLstmModel, **kwargs: Any):
+        super().__init__(ModelCls=ModelCls, **kwargs)
+
+
+class CategoricalFfAgent(VectorCategoricalMixin, CategoricalPgAgent):
+    """``CategoricalPgAgent`` with a ``CategoricalFfModel``: vector observations, discrete
+    actions; has ``update_obs_rms`` when the model normalises observations."""
+
+    def __init__(self, ModelCls: Any = CategoricalFfModel, **kwargs: Any):
+        super().__init__(ModelCls=ModelCls, **kwargs)
+
+
+class CategoricalLstmAgent(VectorCategoricalMixin, RecurrentCategoricalPgAgent):
+    """``RecurrentCategoricalPgAgent`` with a ``CategoricalLstmModel``."""
+
+    def __init__(self, ModelCls: Any = CategoricalLstmModel, **kwargs: Any):
         super().__init__(ModelCls=ModelCls, **kwargs)

@@ -1,5 +1,6 @@
-"""Complete policy-gradient models for Atari (images, discrete actions) and MuJoCo-style
-(vector observations, continuous actions) tasks, feed-forward and LSTM.
+"""Complete policy-gradient models for Atari (images, discrete actions), MuJoCo-style
+(vector observations, continuous actions) and classic-control (vector observations,
+discrete actions) tasks, feed-forward and LSTM.
 
 Every ``forward`` accepts inputs with leading dims ``[T, B]``, ``[B]`` or none and returns
 outputs with the same leading dims; layers run on one flattened ``[T * B]`` batch (LSTMs on
@@ -20,7 +21,15 @@ from rl_arrays import infer_leading_dims, namedarraytuple, restore_leading_dims,
 
 from ._model_components import Conv2dHeadModel, MlpModel, RunningMeanStdModel
 
-__all__ = ["AtariFfModel", "AtariLstmModel", "MujocoFfModel", "MujocoLstmModel", "RnnState"]
+__all__ = [
+    "AtariFfModel",
+    "AtariLstmModel",
+    "CategoricalFfModel",
+    "CategoricalLstmModel",
+    "MujocoFfModel",
+    "MujocoLstmModel",
+    "RnnState",
+]
 
 RnnState = namedarraytuple("RnnState", ["h", "c"])
 RnnState.__doc__ = "LSTM state: hidden ``h`` and cell ``c``, each [num_layers, B, H]."
@@ -61,8 +70,8 @@ def _rnn_state_tuple(init_rnn_state: Any) -> tuple[torch.Tensor, torch.Tensor] |
     return h, c
 
 
-class _MujocoBase(torch.nn.Module):
-    """Observation handling shared by the MuJoCo models, including the optional
+class _VectorObservationModel(torch.nn.Module):
+    """Observation handling shared by the models of vector observations, including the optional
     normalisation by running statistics in ``obs_rms`` (buffers, changed only by
     ``update_obs_rms``)."""
 
@@ -76,7 +85,7 @@ class _MujocoBase(torch.nn.Module):
     ) -> int:
         observation_shape = tuple(int(s) for s in observation_shape)
         if isinstance(action_size, bool) or not isinstance(action_size, int) or action_size < 1:
-            raise ValueError(f"action_size must be a positive int, got {action_size!r}")
+            raise ValueError(f"the action size must be a positive int, got {action_size!r}")
         self._obs_ndim = len(observation_shape)
         self._action_size = action_size
         self.normalize_observation = bool(normalize_observation)
@@ -202,7 +211,7 @@ class AtariLstmModel(torch.nn.Module):
         return pi, value, RnnState(h=h, c=c)
 
 
-class MujocoFfModel(_MujocoBase):
+class MujocoFfModel(_VectorObservationModel):
     """An MLP for the action means, a state-independent learned ``log_std`` parameter, and
     a separate MLP for the state value.
 
@@ -249,7 +258,7 @@ class MujocoFfModel(_MujocoBase):
         return restore_leading_dims((mu, log_std, value), lead_dim, T, B)
 
 
-class MujocoLstmModel(_MujocoBase):
+class MujocoLstmModel(_VectorObservationModel):
     """An MLP into an LSTM, with one linear head for the action means, log_std and value.
 
     ``forward(observation, prev_action, prev_reward, init_rnn_state) -> (mu, log_std, value,
@@ -308,3 +317,103 @@ class MujocoLstmModel(_MujocoBase):
         mu, log_std, value = out[:, :A], out[:, A : 2 * A], out[:, -1]
         mu, log_std, value = restore_leading_dims((mu, log_std, value), lead_dim, T, B)
         return mu, log_std, value, RnnState(h=h, c=c)
+
+
+class CategoricalFfModel(_VectorObservationModel):
+    """Separate MLPs for the action probabilities and the state value, for vector
+    observations and discrete actions (classic control: CartPole, Acrobot ...).
+
+    ``forward(observation, prev_action, prev_reward) -> (pi, value)``, pi [..., output_size]
+    action probabilities, value [...]. Observation normalisation as in ``MujocoFfModel``.
+    """
+
+    def __init__(
+        self,
+        observation_shape: Sequence[int],
+        output_size: int,
+        hidden_sizes: int | Sequence[int] | None = None,
+        hidden_nonlinearity: type[torch.nn.Module] = torch.nn.Tanh,
+        normalize_observation: bool = False,
+        norm_obs_clip: float = 10,
+        norm_obs_var_clip: float = 1e-6,
+    ):
+        super().__init__()
+        input_size = self._init_observation(
+            observation_shape, output_size, normalize_observation, norm_obs_clip, norm_obs_var_clip
+        )
+        hidden_sizes = [64, 64] if hidden_sizes is None else hidden_sizes
+        self.pi = MlpModel(input_size, hidden_sizes, output_size, hidden_nonlinearity)
+        self.v = MlpModel(input_size, hidden_sizes, 1, hidden_nonlinearity)
+
+    def forward(
+        self, observation: torch.Tensor, prev_action: Any, prev_reward: Any
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        lead_dim, T, B, _ = infer_leading_dims(observation, self._obs_ndim)
+        dtype = next(self.v.parameters()).dtype
+        obs_flat = self._flat_observation(observation, T, B, dtype)
+        pi = F.softmax(self.pi(obs_flat), dim=-1)
+        value = self.v(obs_flat).squeeze(-1)
+        return restore_leading_dims((pi, value), lead_dim, T, B)
+
+
+class CategoricalLstmModel(_VectorObservationModel):
+    """An MLP into an LSTM, then policy and value heads, for vector observations and
+    discrete actions; for tasks that need memory (e.g. CartPole with the velocities hidden).
+
+    ``forward(observation, prev_action, prev_reward, init_rnn_state) -> (pi, value,
+    next_rnn_state)``. The LSTM input at each step is the MLP features, the previous action
+    one-hot (integer indexes are encoded here) and the previous reward.
+    """
+
+    def __init__(
+        self,
+        observation_shape: Sequence[int],
+        output_size: int,
+        hidden_sizes: int | Sequence[int] | None = None,
+        lstm_size: int = 64,
+        nonlinearity: type[torch.nn.Module] = torch.nn.Tanh,
+        normalize_observation: bool = False,
+        norm_obs_clip: float = 10,
+        norm_obs_var_clip: float = 1e-6,
+    ):
+        super().__init__()
+        input_size = self._init_observation(
+            observation_shape, output_size, normalize_observation, norm_obs_clip, norm_obs_var_clip
+        )
+        hidden_sizes = [64] if hidden_sizes is None else hidden_sizes
+        if hidden_sizes:
+            self.mlp: torch.nn.Module = MlpModel(input_size, hidden_sizes, None, nonlinearity)
+            features = self.mlp.output_size
+        else:
+            self.mlp = torch.nn.Identity()
+            features = input_size
+        self.lstm = torch.nn.LSTM(features + output_size + 1, lstm_size)
+        self.pi = torch.nn.Linear(lstm_size, output_size)
+        self.value = torch.nn.Linear(lstm_size, 1)
+
+    def forward(
+        self,
+        observation: torch.Tensor,
+        prev_action: torch.Tensor,
+        prev_reward: torch.Tensor,
+        init_rnn_state: Any,
+    ) -> tuple[torch.Tensor, torch.Tensor, Any]:
+        lead_dim, T, B, _ = infer_leading_dims(observation, self._obs_ndim)
+        dtype = self.pi.weight.dtype
+        features = self.mlp(self._flat_observation(observation, T, B, dtype))
+        if not prev_action.is_floating_point():
+            prev_action = to_onehot(prev_action, self._action_size)
+        lstm_input = torch.cat(
+            [
+                features.reshape(T, B, -1),
+                prev_action.to(dtype).reshape(T, B, self._action_size),
+                prev_reward.to(dtype).reshape(T, B, 1),
+            ],
+            dim=2,
+        )
+        lstm_out, (h, c) = self.lstm(lstm_input, _rnn_state_tuple(init_rnn_state))
+        lstm_flat = lstm_out.reshape(T * B, -1)
+        pi = F.softmax(self.pi(lstm_flat), dim=-1)
+        value = self.value(lstm_flat).squeeze(-1)
+        pi, value = restore_leading_dims((pi, value), lead_dim, T, B)
+        return pi, value, RnnState(h=h, c=c)
