@@ -15,6 +15,7 @@ from rl_agents_testkit import (
     MUJOCO_SPACES,
     N_ACTIONS,
     RECURRENT_AGENTS,
+    VECTOR_DISCRETE_SPACES,
     Box,
     Discrete,
     agent_inputs,
@@ -319,6 +320,23 @@ def test_gaussian_agents_sample_in_eval_mode_unless_deterministic_eval():
     assert not torch.equal(step.action, step.agent_info.dist_info.mean)
     agent.train_mode(1)
     assert agent.distribution.std is None  # training scores with the model's log_std
+
+
+@pytest.mark.parametrize("cls", [ra.CategoricalFfAgent, ra.CategoricalLstmAgent])
+def test_categorical_agents_act_greedily_in_eval_mode_only_when_asked(cls):
+    kwargs = dict(hidden_sizes=[16], lstm_size=LSTM_SIZE) if cls.recurrent else {}
+    inputs = agent_inputs(VECTOR_DISCRETE_SPACES, (64,))
+    for deterministic_eval in (False, True):
+        agent = make_agent(
+            cls, VECTOR_DISCRETE_SPACES, kwargs, deterministic_eval=deterministic_eval
+        )
+        agent.eval_mode(0)
+        step = agent.step(*inputs)
+        greedy = torch.equal(step.action, step.agent_info.dist_info.prob.argmax(-1))
+        assert greedy == deterministic_eval
+        agent.sample_mode(1)
+        step = agent.step(*inputs)
+        assert not torch.equal(step.action, step.agent_info.dist_info.prob.argmax(-1))
 
 
 def test_gaussian_actions_are_not_clipped_to_the_box():

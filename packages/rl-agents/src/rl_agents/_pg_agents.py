@@ -113,6 +113,9 @@ class _CategoricalPolicy(BaseAgent):
         pi, value = outputs
         return DistInfo(prob=pi), value
 
+    def _greedy_action(self, dist_info: Any) -> torch.Tensor:
+        return torch.argmax(dist_info.prob, dim=-1)
+
 
 class _GaussianPolicy(BaseAgent):
     """Continuous actions: the model outputs ``(mu, log_std, value[, rnn_state])`` and takes
@@ -120,20 +123,8 @@ class _GaussianPolicy(BaseAgent):
 
     Actions are sampled in the model's units, ``mean + std * noise``: they are neither
     clipped nor rescaled to the action space's ``low`` / ``high`` here (as in rlpyt,
-    clipping is left to the environment). With ``deterministic_eval`` the agent acts with
-    the mean in eval mode (the distribution's std is set to 0, as rlpyt's SAC agent does);
-    by default it samples in eval mode too, as rlpyt's ``GaussianPgAgent`` does.
+    clipping is left to the environment).
     """
-
-    def __init__(
-        self,
-        ModelCls: Any = None,
-        model_kwargs: Mapping[str, Any] | None = None,
-        initial_model_state_dict: Mapping[str, Any] | None = None,
-        deterministic_eval: bool = False,
-    ):
-        super().__init__(ModelCls, model_kwargs, initial_model_state_dict)
-        self.deterministic_eval = bool(deterministic_eval)
 
     def initialize(
         self, env_spaces: Any, share_memory: bool = False, global_B: int = 1, env_ranks: Any = None
@@ -149,28 +140,35 @@ class _GaussianPolicy(BaseAgent):
         mu, log_std, value = outputs
         return DistInfoStd(mean=mu, log_std=log_std), value
 
-    def train_mode(self, itr: int) -> None:
-        super().train_mode(itr)
-        self._set_deterministic(False)
-
-    def sample_mode(self, itr: int) -> None:
-        super().sample_mode(itr)
-        self._set_deterministic(False)
-
-    def eval_mode(self, itr: int) -> None:
-        super().eval_mode(itr)
-        self._set_deterministic(True)
-
-    def _set_deterministic(self, on: bool) -> None:
-        if self.deterministic_eval and self.distribution is not None:
-            self.distribution.set_std(0.0 if on else None)
+    def _greedy_action(self, dist_info: Any) -> torch.Tensor:
+        return dist_info.mean
 
 
 # ----------------------------------------------------------------------- acting
 
 
 class _PgActing(BaseAgent):
-    """Inputs moved to the agent's device, with the previous action as the model takes it."""
+    """Inputs moved to the agent's device, with the previous action as the model takes it.
+
+    Agents sample their actions in every mode by default, as rlpyt's do; made with
+    ``deterministic_eval=True`` they act greedily in eval mode (the most probable action,
+    or the Gaussian mean).
+    """
+
+    def __init__(
+        self,
+        ModelCls: Any = None,
+        model_kwargs: Mapping[str, Any] | None = None,
+        initial_model_state_dict: Mapping[str, Any] | None = None,
+        deterministic_eval: bool = False,
+    ):
+        super().__init__(ModelCls, model_kwargs, initial_model_state_dict)
+        self.deterministic_eval = bool(deterministic_eval)
+
+    def _select_action(self, dist_info: Any) -> torch.Tensor:
+        if self.deterministic_eval and self._mode == "eval":
+            return self._greedy_action(dist_info)  # type: ignore[attr-defined]
+        return self.distribution.sample(dist_info)
 
     def _model_inputs(self, observation: Any, prev_action: Any, prev_reward: Any) -> tuple:
         self._require_model()
@@ -194,7 +192,7 @@ class _FeedForwardPg(_PgActing):
         """Sample actions: ``AgentStep(action, AgentInfo(dist_info, value))`` on CPU."""
         outputs = self.model(*self._model_inputs(observation, prev_action, prev_reward))
         dist_info, value = self._dist_info_value(outputs)  # type: ignore[attr-defined]
-        action = self.distribution.sample(dist_info)
+        action = self._select_action(dist_info)
         agent_step = AgentStep(action=action, agent_info=AgentInfo(dist_info, value))
         return buffer_to(agent_step, device="cpu")
 
@@ -233,7 +231,7 @@ class _RecurrentPg(_PgActing):
         prev_rnn_state = self.prev_rnn_state  # type: ignore[attr-defined]
         *outputs, rnn_state = self.model(*inputs, prev_rnn_state)
         dist_info, value = self._dist_info_value(outputs)  # type: ignore[attr-defined]
-        action = self.distribution.sample(dist_info)
+        action = self._select_action(dist_info)
         if prev_rnn_state is None:
             prev_rnn_state = buffer_func(rnn_state, torch.zeros_like)
         stored = buffer_method(prev_rnn_state, "transpose", 0, 1)
@@ -283,7 +281,7 @@ class GaussianPgAgent(_FeedForwardPg, _GaussianPolicy):
     Actions are sampled in the model's units and are not clipped or rescaled to the Box's
     ``low`` / ``high`` (as in rlpyt, clipping is left to the environment). In eval mode the
     agent still samples, unless made with ``deterministic_eval=True``: then it acts with
-    the mean (the distribution's std is set to 0 while in eval mode).
+    the mean.
     """
 
 
