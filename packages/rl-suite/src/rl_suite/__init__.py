@@ -1,7 +1,10 @@
-"""The rl-suite umbrella: every package's public names in one place, and the command line.
+"""The rl-suite umbrella: every package's public names in one place, the trainer and its
+command line.
 
-It re-exports rl-arrays, rl-replay, rl-samplers, rl-agents, rl-algos and rl-runners; rl-launch
-joins when it is implemented.  A name two packages export is the same object in both (e.g.
+It re-exports rl-arrays, rl-replay, rl-samplers, rl-agents, rl-algos and rl-runners (rl-launch
+joins when it is implemented), and adds the trainer: ``make_config`` (defaults, ``PRESETS``,
+overrides), ``build`` / ``train`` / ``resume`` / ``evaluate`` for run directories, and
+``plot_runs`` for learning curves.  A name two packages export is the same object in both (e.g.
 ``discount_return_n_step``, which rl-algos takes from rl-replay).
 """
 
@@ -20,8 +23,24 @@ from rl_replay import *  # noqa: F403
 from rl_runners import *  # noqa: F403
 from rl_samplers import *  # noqa: F403
 
+from ._config import PRESETS, apply_overrides, make_config  # noqa: F401 (in TRAINER)
+from ._plot import plot_runs  # noqa: F401
+from ._trainer import build, evaluate, load_config, resume, train  # noqa: F401
+
 __version__ = version("rl-suite")
 
 PACKAGES = (rl_arrays, rl_replay, rl_samplers, rl_agents, rl_algos, rl_runners)
 
-__all__ = list(dict.fromkeys(name for package in PACKAGES for name in package.__all__))
+TRAINER = [
+    "PRESETS",
+    "apply_overrides",
+    "build",
+    "evaluate",
+    "load_config",
+    "make_config",
+    "plot_runs",
+    "resume",
+    "train",
+]
+
+__all__ = list(dict.fromkeys([name for package in PACKAGES for name in package.__all__] + TRAINER))

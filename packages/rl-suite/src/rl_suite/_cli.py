@@ -1,23 +1,76 @@
-"""The `rl-suite` command line."""
+"""The `rl-suite` command line: train, evaluate, resume and plot runs, list what is there."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 
 def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
+    """An int >= 1, also written as 1e5 or 100_000."""
+    try:
+        value = float(text.replace("_", ""))
+    except ValueError:
+        value = 0.0
+    if not value.is_integer() or value < 1:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
-    return value
+    return int(value)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the `rl-suite` command line with `argv` (default: `sys.argv[1:]`); return the exit code."""
+def _parser() -> argparse.ArgumentParser:
+    from ._config import ALGOS
+
     parser = argparse.ArgumentParser(prog="rl-suite", description=__doc__)
     parser.add_argument("--version", action="store_true", help="print the version and exit")
-    commands = parser.add_subparsers(dest="command")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    train = commands.add_parser(
+        "train", help="train an agent", description="Train an agent; see `rl-suite list`."
+    )
+    train.add_argument("algo", choices=ALGOS, metavar="ALGO", help=f"one of {', '.join(ALGOS)}")
+    train.add_argument(
+        "--preset",
+        help="a named configuration (`rl-suite list`); by default the one made for ALGO on "
+        "--env, when there is one",
+    )
+    train.add_argument("--env", help="environment id: a gymnasium id, or atari:<game>")
+    train.add_argument("--steps", type=_positive_int, help="environment steps to train for")
+    train.add_argument("--seed", type=int, help="random seed (also names the run: run_<seed>)")
+    train.add_argument("--log-dir", help="where the run directory goes (default runs/ALGO-ENV)")
+    train.add_argument("--sampler", choices=["serial", "cpu", "gpu"], help="how envs are stepped")
+    train.add_argument("--workers", type=_positive_int, help="worker processes (cpu / gpu)")
+    train.add_argument("--device", help="cpu (default), cuda or cuda:N")
+    train.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="change one setting, e.g. --set algo_kwargs.learning_rate=3e-4 (repeatable)",
+    )
+    train.add_argument(
+        "--dry-run", action="store_true", help="print the configuration and build the run only"
+    )
+
+    evaluate = commands.add_parser("eval", help="play episodes with a run's trained agent")
+    evaluate.add_argument("run_dir", metavar="RUN_DIR")
+    evaluate.add_argument("--episodes", type=_positive_int, default=10, help="(default 10)")
+    evaluate.add_argument(
+        "--deterministic", action="store_true", help="greedy actions instead of sampled ones"
+    )
+    evaluate.add_argument("--seed", type=int, default=12345, help="environment seed")
+
+    resume = commands.add_parser("resume", help="continue a stopped run from its checkpoint")
+    resume.add_argument("run_dir", metavar="RUN_DIR")
+
+    plot = commands.add_parser("plot", help="draw learning curves as a PNG")
+    plot.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
+    plot.add_argument("--out", help="the PNG (default RUN_DIR/curve.png for one run)")
+    plot.add_argument("--y", default="ReturnAverage", help="the progress.csv column to draw")
+
+    commands.add_parser("list", help="the algorithms and presets")
+
     demo = commands.add_parser(
         "demo", help="fill a [T, B] sample batch in shared memory from worker processes"
     )
@@ -30,6 +83,90 @@ def main(argv: list[str] | None = None) -> int:
         default="spawn",
         help="how workers are started (default spawn)",
     )
+    return parser
+
+
+def _train_config(args: argparse.Namespace) -> dict:
+    from ._config import PRESETS, apply_overrides, default_preset, make_config
+
+    preset = args.preset
+    if preset is None:
+        preset = default_preset(args.algo, args.env or "CartPole-v1")
+    sampler = {"kind": args.sampler, "workers": args.workers}
+    config = make_config(
+        preset,
+        algo=args.algo,
+        env=args.env,
+        steps=args.steps,
+        seed=args.seed,
+        device=args.device,
+        sampler={key: value for key, value in sampler.items() if value is not None},
+    )
+    if preset is not None and PRESETS[preset]["algo"] != args.algo:
+        raise ValueError(f"preset {preset!r} is for {PRESETS[preset]['algo']}, not {args.algo}")
+    if preset is not None:
+        print(f"preset: {preset}")
+    return apply_overrides(config, args.overrides)
+
+
+def _train(args: argparse.Namespace) -> None:
+    import json
+
+    from ._plot import have_matplotlib, plot_runs, read_progress
+    from ._trainer import build, run_dir_for, train
+
+    config = _train_config(args)
+    if args.dry_run:
+        print(json.dumps(config, indent=2))
+        build(config)
+        print(f"would log to {run_dir_for(config, args.log_dir)}")
+        return
+    run_dir = train(config, args.log_dir)
+    final = read_progress(run_dir)
+    print(
+        f"trained {int(final['CumSteps'][-1])} steps; last average return "
+        f"{final['ReturnAverage'][-1]:.1f}; run directory: {run_dir}"
+    )
+    if have_matplotlib():
+        print(f"learning curve: {plot_runs([run_dir], run_dir / 'curve.png')}")
+    else:
+        print("(pip install matplotlib for a learning-curve PNG: `rl-suite plot RUN_DIR`)")
+
+
+def _evaluate(args: argparse.Namespace) -> None:
+    from ._trainer import evaluate, mean_return
+
+    infos = evaluate(args.run_dir, args.episodes, args.deterministic, args.seed)
+    returns = [info.Return for info in infos]
+    for i, info in enumerate(infos):
+        print(f"episode {i + 1}: return {info.Return:.2f}, length {info.Length}")
+    if len(infos) < args.episodes:
+        print(f"only {len(infos)} of {args.episodes} episodes ended")
+    print(f"mean return over {len(returns)} episodes: {mean_return(infos):.2f}")
+
+
+def _plot(args: argparse.Namespace) -> None:
+    from ._plot import plot_runs
+
+    if args.out is None and len(args.run_dirs) > 1:
+        raise ValueError("give --out FILE.png when plotting several runs")
+    out = args.out or Path(args.run_dirs[0]) / "curve.png"
+    print(plot_runs(args.run_dirs, out, y=args.y))
+
+
+def _list() -> None:
+    from ._config import ALGOS, PRESET_ABOUT, PRESETS
+
+    print("algorithms: " + ", ".join(ALGOS))
+    print("presets:")
+    width = max(map(len, PRESETS))
+    for name, preset in PRESETS.items():
+        print(f"  {name:<{width}}  {preset['algo']:<4} {preset['env']:<20} {PRESET_ABOUT[name]}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the `rl-suite` command line with `argv` (default: `sys.argv[1:]`); return the exit code."""
+    parser = _parser()
     args = parser.parse_args(argv)
     if args.version:
         import rl_suite
@@ -39,13 +176,27 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
-    if args.command == "demo":
-        from ._demo import run_demo
+    try:
+        if args.command == "train":
+            _train(args)
+        elif args.command == "eval":
+            _evaluate(args)
+        elif args.command == "resume":
+            from ._trainer import resume
 
-        try:
+            print(f"run directory: {resume(args.run_dir)}")
+        elif args.command == "plot":
+            _plot(args)
+        elif args.command == "list":
+            _list()
+        elif args.command == "demo":
+            from ._demo import run_demo
+
             print(run_demo(args.T, args.B, args.workers, args.start_method))
-        except ValueError as error:
-            parser.error(str(error))
+    except (ValueError, KeyError, FileExistsError, FileNotFoundError, ImportError) as error:
+        message = error.args[0] if isinstance(error, KeyError) and error.args else error
+        print(f"rl-suite {args.command}: error: {message}", file=sys.stderr)
+        return 2
     return 0
 
 

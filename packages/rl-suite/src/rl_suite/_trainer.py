@@ -1,0 +1,280 @@
+"""Training runs built from a configuration (see ``_config``): ``train``, ``resume`` and
+``evaluate`` a run directory.
+
+A run directory is ``<log_dir>/run_<seed>`` and holds ``params.json`` (the configuration under
+``"config"``), ``progress.csv``, ``debug.log`` and the checkpoint; ``resume`` and ``evaluate``
+rebuild everything from it. Every check (environment id, action space, settings) happens in
+``build`` before any directory is made or any process started.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from rl_agents import (
+    AtariFfAgent,
+    AtariLstmAgent,
+    CategoricalFfAgent,
+    CategoricalLstmAgent,
+    MujocoFfAgent,
+    MujocoLstmAgent,
+)
+from rl_algos import A2C, PPO
+from rl_runners import MinibatchRl, MinibatchRlEval, find_checkpoint, logger_context
+from rl_samplers import AtariTrajInfo, CpuSampler, GpuSampler, SerialSampler, TrajInfo
+
+from ._config import ALGOS
+from ._envs import is_atari, make_env
+
+__all__ = ["build", "evaluate", "load_config", "resume", "run_dir_for", "train"]
+
+ALGO_CLASSES = {"a2c": A2C, "ppo": PPO}
+SAMPLER_CLASSES = {"serial": SerialSampler, "cpu": CpuSampler, "gpu": GpuSampler}
+# The action spaces each algorithm can act in.
+ACTION_KINDS = {"a2c": {"discrete", "continuous"}, "ppo": {"discrete", "continuous"}}
+assert set(ALGO_CLASSES) == set(ALGOS) == set(ACTION_KINDS)
+
+
+def _action_kind(space: Any) -> str | None:
+    if isinstance(getattr(space, "n", None), int):
+        return "discrete"
+    shape = getattr(space, "shape", None)
+    return "continuous" if shape is not None and len(shape) == 1 else None
+
+
+def _env_kwargs(config: dict[str, Any]) -> dict[str, Any]:
+    return {"id": config["env"], **config["env_kwargs"]}
+
+
+def probe_spaces(config: dict[str, Any]) -> Any:
+    """The environment's spaces, from one instance made (and closed) here: an unknown id or
+    bad env_kwargs fail now, with the id named."""
+    try:
+        env = make_env(**_env_kwargs(config))
+    except Exception as error:  # gymnasium raises its own error types for unknown ids
+        raise ValueError(f"cannot make environment {config['env']!r}: {error}") from error
+    try:
+        return env.spaces
+    finally:
+        env.close()
+
+
+def agent_class(config: dict[str, Any], spaces: Any) -> type:
+    """The agent for the observation (image or vector) and action (discrete or continuous)
+    spaces, recurrent when ``agent.recurrent``; a clear error when the algorithm cannot act
+    in the action space."""
+    algo, recurrent = config["algo"], config["agent"]["recurrent"]
+    kind = _action_kind(spaces.action)
+    if kind not in ACTION_KINDS[algo]:
+        raise ValueError(
+            f"{algo} cannot act in {config['env']}'s action space {spaces.action}; it takes "
+            f"{' or '.join(sorted(ACTION_KINDS[algo]))} actions"
+        )
+    ndim = len(spaces.observation.shape)
+    if ndim == 3 and kind == "discrete":
+        return AtariLstmAgent if recurrent else AtariFfAgent
+    if ndim == 1 and kind == "discrete":
+        return CategoricalLstmAgent if recurrent else CategoricalFfAgent
+    if ndim == 1 and kind == "continuous":
+        return MujocoLstmAgent if recurrent else MujocoFfAgent
+    raise ValueError(
+        f"no agent for {config['env']}: observations of shape {spaces.observation.shape} with "
+        f"{kind} actions (the trainer has agents for vector or [C, H, W] image observations)"
+    )
+
+
+def _construct(cls: type, what: str, kwargs: dict[str, Any]) -> Any:
+    """``cls(**kwargs)`` with an unknown keyword reported as the setting it came from."""
+    try:
+        return cls(**kwargs)
+    except TypeError as error:
+        raise ValueError(f"{what}: {error}") from error
+
+
+def _affinity(config: dict[str, Any]) -> dict[str, Any]:
+    """What the runner and sampler read: the CUDA device and the workers' cpus."""
+    device = str(config["device"])
+    match = re.fullmatch(r"cuda(?::(\d+))?", device)
+    if device != "cpu" and match is None:
+        raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {device!r}")
+    affinity: dict[str, Any] = {}
+    if match is not None:
+        index = int(match.group(1) or 0)
+        if index >= torch.cuda.device_count():
+            raise ValueError(
+                f"device {device!r} asked for, but torch sees {torch.cuda.device_count()} GPU(s)"
+            )
+        affinity["cuda_idx"] = index
+    workers = config["sampler"]["workers"]
+    if workers is not None:
+        if config["sampler"]["kind"] == "serial":
+            raise ValueError("sampler.workers applies to the cpu and gpu samplers, not serial")
+        B = config["sampler"]["batch_B"]
+        if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= B:
+            raise ValueError(
+                f"sampler.workers must be an int from 1 to batch_B={B}, got {workers!r}"
+            )
+        affinity["workers_cpus"] = [None] * workers  # one worker each, not pinned
+    return affinity
+
+
+def build(config: dict[str, Any]) -> Any:
+    """The runner (with its sampler, agent and algorithm) for ``config``, nothing started."""
+    sampler_config, runner_config = config["sampler"], config["runner"]
+    kind = sampler_config["kind"]
+    if kind not in SAMPLER_CLASSES:
+        raise ValueError(f"sampler.kind must be one of {', '.join(SAMPLER_CLASSES)}, got {kind!r}")
+    affinity = _affinity(config)
+    spaces = probe_spaces(config)
+    AgentCls = agent_class(config, spaces)
+    agent = _construct(
+        AgentCls,
+        "agent settings",
+        dict(
+            model_kwargs=config["agent"]["model_kwargs"],
+            deterministic_eval=config["agent"]["deterministic_eval"],
+        ),
+    )
+    algo = _construct(ALGO_CLASSES[config["algo"]], "algo_kwargs", config["algo_kwargs"])
+    evaluate = runner_config["evaluate"]
+    sampler = _construct(
+        SAMPLER_CLASSES[kind],
+        "sampler settings",
+        dict(
+            EnvCls=make_env,
+            env_kwargs=_env_kwargs(config),
+            batch_T=sampler_config["batch_T"],
+            batch_B=sampler_config["batch_B"],
+            max_decorrelation_steps=sampler_config["max_decorrelation_steps"],
+            TrajInfoCls=AtariTrajInfo if is_atari(config["env"]) else TrajInfo,
+            eval_n_envs=sampler_config["eval_n_envs"] if evaluate else 0,
+            eval_max_steps=sampler_config["eval_max_steps"],
+            eval_max_trajectories=sampler_config["eval_max_trajectories"],
+        ),
+    )
+    RunnerCls = MinibatchRlEval if evaluate else MinibatchRl
+    return _construct(
+        RunnerCls,
+        "runner settings",
+        dict(
+            algo=algo,
+            agent=agent,
+            sampler=sampler,
+            n_steps=config["steps"],
+            seed=config["seed"],
+            affinity=affinity,
+            log_interval_steps=runner_config["log_interval_steps"],
+        ),
+    )
+
+
+def run_dir_for(config: dict[str, Any], log_dir: str | Path | None) -> Path:
+    """``<log_dir>/run_<seed>``; by default ``log_dir`` is ``runs/<algo>-<env>``."""
+    if log_dir is None:
+        env = re.sub(r"[^A-Za-z0-9._-]+", "_", config["env"])
+        log_dir = Path("runs") / f"{config['algo']}-{env}"
+    return Path(log_dir).resolve() / f"run_{config['seed']}"
+
+
+def _name(config: dict[str, Any]) -> str:
+    return f"{config['algo']}_{config['env']}"
+
+
+def train(config: dict[str, Any], log_dir: str | Path | None = None) -> Path:
+    """Train as ``config`` says, logging into a new run directory; returns that directory.
+
+    A directory that already holds a run is refused (nothing is overwritten): resume it, or
+    pick another ``log_dir`` or seed.
+    """
+    runner = build(config)
+    run_dir = run_dir_for(config, log_dir)
+    if (run_dir / "progress.csv").exists() or (run_dir / "params.json").exists():
+        raise FileExistsError(
+            f"{run_dir} already holds a run: continue it with `rl-suite resume {run_dir}`, or "
+            "choose another --log-dir or --seed"
+        )
+    with logger_context(
+        run_dir.parent,
+        config["seed"],
+        _name(config),
+        log_params={"config": config},
+        snapshot_mode=config["runner"]["snapshot_mode"],
+        override_prefix=True,
+    ):
+        runner.train()
+    return run_dir
+
+
+def load_config(run_dir: str | Path) -> dict[str, Any]:
+    """The configuration a run directory was trained with (its ``params.json``)."""
+    params_file = Path(run_dir) / "params.json"
+    if not params_file.is_file():
+        raise FileNotFoundError(f"{run_dir} is not a run directory: it has no params.json")
+    params = json.loads(params_file.read_text())
+    if "config" not in params:
+        raise ValueError(f"{params_file} was not written by `rl-suite train` (no 'config')")
+    return params["config"]
+
+
+def resume(run_dir: str | Path) -> Path:
+    """Continue the run in ``run_dir`` from its checkpoint to its configured steps, appending
+    to the same ``progress.csv``."""
+    run_dir = Path(run_dir).resolve()
+    config = load_config(run_dir)
+    find_checkpoint(run_dir)  # a clear error when the run saved none
+    runner = build(config)
+    with logger_context(
+        run_dir.parent,
+        config["seed"],
+        _name(config),
+        snapshot_mode=config["runner"]["snapshot_mode"],
+        override_prefix=True,
+    ):
+        runner.resume(run_dir)
+    return run_dir
+
+
+def evaluate(
+    run_dir: str | Path, episodes: int = 10, deterministic: bool = False, seed: int = 12345
+) -> list[Any]:
+    """Play ``episodes`` evaluation episodes with the agent of the run's latest checkpoint;
+    returns their trajectory infos (``Return``, ``Length`` ...)."""
+    if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
+        raise ValueError(f"episodes must be a positive int, got {episodes!r}")
+    config = load_config(run_dir)
+    checkpoint = torch.load(find_checkpoint(run_dir), map_location="cpu", weights_only=True)
+    spaces = probe_spaces(config)
+    agent = agent_class(config, spaces)(
+        model_kwargs=config["agent"]["model_kwargs"], deterministic_eval=deterministic
+    )
+    n_envs = min(episodes, 8)
+    sampler = SerialSampler(
+        EnvCls=make_env,
+        env_kwargs=_env_kwargs(config),
+        batch_T=1,
+        batch_B=1,
+        max_decorrelation_steps=0,
+        TrajInfoCls=AtariTrajInfo if is_atari(config["env"]) else TrajInfo,
+        eval_n_envs=n_envs,
+        eval_max_steps=n_envs * 10**7,
+        eval_max_trajectories=episodes,
+    )
+    sampler.initialize(agent, seed=seed)
+    try:
+        agent.load_state_dict(checkpoint["agent_state_dict"])
+        agent.eval_mode(0)
+        infos = list(sampler.evaluate_agent(0))
+    finally:
+        sampler.shutdown()
+    return infos[:episodes] if len(infos) >= episodes else infos
+
+
+def mean_return(infos: list[Any]) -> float:
+    returns = [info.Return for info in infos]
+    return sum(returns) / len(returns) if returns else math.nan
