@@ -47,6 +47,11 @@ def _assert_dist_info(dist_info, spaces, lead):
         assert dist_info.mean.shape == dist_info.log_std.shape == (*lead, ACTION_SIZE)
 
 
+def _leaves(x):
+    """The tensors of nested namedarraytuples, in order."""
+    return [leaf for item in x for leaf in _leaves(item)] if isinstance(x, tuple) else [x]
+
+
 def _same(a, b):
     """Namedarraytuples / tensors equal leaf by leaf."""
     if isinstance(a, tuple):
@@ -77,6 +82,19 @@ def test_step_returns_agent_step_with_the_contract_layout(cls, spaces, kwargs):
     else:
         assert isinstance(info, ra.AgentInfo)
     assert agent.value(*agent_inputs(spaces, (B,))).shape == (B,)
+
+
+@pytest.mark.parametrize(("cls", "spaces", "kwargs"), ALL_AGENTS, ids=_ids(ALL_AGENTS))
+def test_step_without_leading_dims_gives_one_example_of_each_field(cls, spaces, kwargs):
+    """What a sampler steps once, unbatched, to size its [T, B] buffers: every field as one
+    environment's step (the recurrent state [N, H])."""
+    agent = make_agent(cls, spaces, kwargs)
+    agent.reset()
+    step = agent.step(*agent_inputs(spaces, ()))
+    agent.reset()
+    batched = agent.step(*agent_inputs(spaces, (B,)))
+    for one, many in zip(_leaves(step), _leaves(batched), strict=True):
+        assert (B, *one.shape) == tuple(many.shape)
 
 
 @pytest.mark.parametrize("lead", [(), (B,), (3, B)])

@@ -226,7 +226,7 @@ class _RecurrentPg(_PgActing):
     def step(self, observation: Any, prev_action: Any, prev_reward: Any) -> Any:
         """Sample actions and advance the state: ``AgentStep(action, AgentInfoRnn(dist_info,
         value, prev_rnn_state))`` on CPU, prev_rnn_state batch-first [B, N, H] (zeros
-        after a reset)."""
+        after a reset; [N, H] for inputs without leading dims)."""
         inputs = self._model_inputs(observation, prev_action, prev_reward)
         prev_rnn_state = self.prev_rnn_state  # type: ignore[attr-defined]
         *outputs, rnn_state = self.model(*inputs, prev_rnn_state)
@@ -235,6 +235,8 @@ class _RecurrentPg(_PgActing):
         if prev_rnn_state is None:
             prev_rnn_state = buffer_func(rnn_state, torch.zeros_like)
         stored = buffer_method(prev_rnn_state, "transpose", 0, 1)
+        if inputs[2].ndim == 0:  # no leading dims: one environment's [N, H]
+            stored = buffer_method(stored, "squeeze", 0)
         agent_info = AgentInfoRnn(dist_info, value, stored)
         agent_step = buffer_to(AgentStep(action=action, agent_info=agent_info), device="cpu")
         self.advance_rnn_state(rnn_state)  # type: ignore[attr-defined]

@@ -1,0 +1,161 @@
+"""The trainer through its command line: short real runs, their directories, resume after a
+kill, evaluation, plots, and the refusals that come before anything starts."""
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+import rl_suite
+from rl_suite._cli import main
+
+# A short PPO run on CartPole: 4 iterations of 8 x 32 steps, logged every 2.
+TINY = [
+    "--steps",
+    "1024",
+    "--set",
+    "runner.log_interval_steps=512",
+    "--set",
+    "sampler.eval_n_envs=2",
+]
+TINY += ["--set", "sampler.eval_max_trajectories=2"]
+
+
+def _rows(run_dir):
+    with open(run_dir / "progress.csv", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_train_leaves_a_run_directory_with_progress_checkpoint_and_config(tmp_path, capsys):
+    assert main(["train", "ppo", "--env", "CartPole-v1", "--log-dir", str(tmp_path), *TINY]) == 0
+    out = capsys.readouterr().out
+    run_dir = tmp_path / "run_0"
+    assert "preset: cartpole" in out and f"run directory: {run_dir}" in out
+    rows = _rows(run_dir)
+    assert [int(r["CumSteps"]) for r in rows] == [0, 512, 1024]
+    assert {"Iteration", "ReturnAverage", "ReturnStd", "StepsPerSecond"} <= rows[0].keys()
+    assert (run_dir / "params.pt").is_file() and (run_dir / "debug.log").is_file()
+    config = rl_suite.load_config(run_dir)
+    assert config["algo_kwargs"]["epochs"] == 20 and config["steps"] == 1024
+    if rl_suite._plot.have_matplotlib():
+        assert (run_dir / "curve.png").stat().st_size > 0
+    # The same directory again is refused: nothing is overwritten.
+    assert main(["train", "ppo", "--log-dir", str(tmp_path), *TINY]) == 2
+    assert "already holds a run" in capsys.readouterr().err
+    assert [int(r["CumSteps"]) for r in _rows(run_dir)] == [0, 512, 1024]
+
+
+def test_eval_plays_the_trained_agent(tmp_path, capsys):
+    config = rl_suite.make_config("cartpole", steps=512, seed=3)
+    config = rl_suite.apply_overrides(config, ["runner.evaluate=False"])
+    run_dir = rl_suite.train(config, tmp_path)
+    assert run_dir == tmp_path / "run_3"
+    capsys.readouterr()
+    assert main(["eval", str(run_dir), "--episodes", "3", "--deterministic"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("episode ") == 3 and "mean return over 3 episodes" in out
+    infos = rl_suite.evaluate(run_dir, episodes=2)
+    assert len(infos) == 2 and all(info.Length >= 8 for info in infos)
+
+
+def test_cpu_sampler_with_workers_trains(tmp_path):
+    args = ["train", "a2c", "--log-dir", str(tmp_path), "--sampler", "cpu", "--workers", "2"]
+    assert main([*args, "--steps", "800", "--set", "runner.log_interval_steps=400"]) == 0
+    assert [int(r["CumSteps"]) for r in _rows(tmp_path / "run_0")] == [0, 400, 800]
+
+
+def test_a_killed_run_resumes_where_its_checkpoint_left_it(tmp_path):
+    """A run killed mid-way continues from its last checkpoint with `resume`, appending to
+    the same progress.csv: every logged step count once, in order, up to the end."""
+    command = [sys.executable, "-m", "rl_suite", "train", "ppo", "--log-dir", str(tmp_path)]
+    command += ["--steps", "20480", "--set", "runner.log_interval_steps=1024"]
+    command += ["--set", "runner.evaluate=False"]
+    run_dir = tmp_path / "run_0"
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and process.poll() is None:
+            if (run_dir / "progress.csv").exists() and len(_rows(run_dir)) >= 3:
+                break
+            time.sleep(0.05)
+        assert process.poll() is None, process.stderr.read().decode()
+        process.send_signal(signal.SIGINT)  # Ctrl-C
+        assert process.wait(timeout=60) != 0
+    finally:
+        process.kill()
+    killed_at = [int(r["CumSteps"]) for r in _rows(run_dir)]
+    assert killed_at[-1] < 20480
+    assert main(["resume", str(run_dir)]) == 0
+    steps = [int(r["CumSteps"]) for r in _rows(run_dir)]
+    assert steps == list(range(1024, 20480 + 1, 1024))
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--env", "NoSuchEnv-v0"], "cannot make environment 'NoSuchEnv-v0'"),
+        (["--preset", "nope"], "unknown preset 'nope'"),
+        (["--preset", "cartpole-a2c"], "preset 'cartpole-a2c' is for a2c, not ppo"),
+        (["--set", "sampler.batch=3"], "unknown setting 'sampler.batch'"),
+        (["--set", "algo_kwargs.no_such_option=1"], "unexpected keyword argument"),
+        (["--device", "tpu"], "device must be 'cpu', 'cuda' or 'cuda:N'"),
+        (["--device", "cuda:7"], "torch sees"),
+        (["--workers", "2"], "sampler.workers applies to the cpu and gpu samplers"),
+        (["--sampler", "cpu", "--workers", "9"], "from 1 to batch_B=8"),
+        (["--set", "algo_kwargs.epochs=0"], "epochs"),
+    ],
+)
+def test_bad_training_requests_fail_before_anything_starts(tmp_path, capsys, args, message):
+    code = main(["train", "ppo", "--log-dir", str(tmp_path), *args, "--steps", "256"])
+    assert code == 2
+    assert message in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())  # no run directory made
+
+
+def test_an_algorithm_that_cannot_act_in_the_action_space_is_refused():
+    spaces = rl_suite._trainer.probe_spaces(rl_suite.make_config(env="CartPole-v1"))
+    config = rl_suite.make_config(env="CartPole-v1")
+    assert rl_suite._trainer.agent_class(config, spaces) is rl_suite.CategoricalFfAgent
+    continuous = rl_suite._trainer.probe_spaces(rl_suite.make_config(env="Pendulum-v1"))
+    assert rl_suite._trainer.agent_class(config, continuous) is rl_suite.MujocoFfAgent
+    rl_suite._trainer.ACTION_KINDS["ppo"].discard("continuous")
+    try:
+        with pytest.raises(ValueError, match="ppo cannot act in CartPole-v1's action space"):
+            rl_suite._trainer.agent_class(config, continuous)
+    finally:
+        rl_suite._trainer.ACTION_KINDS["ppo"].add("continuous")
+
+
+def test_plot_draws_several_runs(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    for seed in (0, 1):
+        run_dir = tmp_path / f"run_{seed}"
+        run_dir.mkdir()
+        rows = ["CumSteps,ReturnAverage,ReturnStd", "0,10,1", f"100,{20 + seed},2"]
+        (run_dir / "progress.csv").write_text("\n".join(rows) + "\n")
+    out = tmp_path / "both.png"
+    assert main(["plot", str(tmp_path / "run_0"), str(tmp_path / "run_1"), "--out", str(out)]) == 0
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert main(["plot", str(tmp_path / "run_0"), "--y", "Nope"]) == 2
+    assert "no column 'Nope'" in capsys.readouterr().err
+
+
+def test_list_and_module_entry_point(capsys):
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert "algorithms: a2c, ppo" in out
+    assert all(name in out for name in rl_suite.PRESETS)
+    result = subprocess.run(
+        [sys.executable, "-m", "rl_suite", "--version"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )
+    assert result.stdout.strip() == f"rl-suite {rl_suite.__version__}"
+    assert json.loads(json.dumps(rl_suite.make_config("atari")))["env"] == "atari:pong"
