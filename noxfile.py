@@ -22,6 +22,9 @@ ROOT = Path(__file__).parent
 PACKAGES = ROOT / "packages"
 TORCH = "torch==2.13.0"
 TEST_TOOLS = ["pytest", "hypothesis"]
+# What the end-to-end tests need beyond the packages: MuJoCo for InvertedPendulum, matplotlib for
+# the trainer's plots.
+END_TO_END_TOOLS = [*TEST_TOOLS, "gymnasium[mujoco]", "matplotlib"]
 # Distributions whose import name is not the distribution name with "_" for "-".
 MODULE_NAMES = {"ale-py": "ale_py", "opencv-python": "cv2"}
 TEST_SPECS = [
@@ -35,7 +38,7 @@ TEST_SPECS = [
     "rl-algos",
     "rl-runners",
     "rl-launch",
-    "rl-suite",
+    "rl-suite[plot]",
 ]
 
 # The promise that rl-arrays installs with numpy and nothing else, checked literally.
@@ -192,9 +195,34 @@ def tests(session: nox.Session, spec: str) -> None:
 
 @nox.session
 def integration(session: nox.Session) -> None:
-    """Install every package (not editable) and run the end-to-end tests."""
-    _install(session, "rl-suite", *TEST_TOOLS)
+    """Install every package (not editable) and run the end-to-end tests (learning tests with
+    one seed each)."""
+    _install(session, "rl-suite", *END_TO_END_TOOLS)
     _pytest(session, ROOT / "integration_tests")
+
+
+@nox.session
+def learning(session: nox.Session) -> None:
+    """The learning tests with every seed (0-4, or `-- seeds` given as `nox -s learning -- 0,1`),
+    then a table of each run's best evaluation return. Not part of the default run: about an
+    hour on a 2-core machine."""
+    _install(session, "rl-suite", *END_TO_END_TOOLS)
+    seeds = session.posargs[0] if session.posargs else "0,1,2,3,4"
+    results = Path(session.create_tmp()).resolve() / "learning_results.jsonl"
+    results.unlink(missing_ok=True)
+    env = {"RL_SUITE_LEARNING_SEEDS": seeds, "RL_SUITE_LEARNING_RESULTS": str(results)}
+    try:
+        session.run("pytest", str(ROOT / "integration_tests" / "test_learning.py"), env=env)
+    finally:
+        if results.exists():
+            rows = [json.loads(line) for line in results.read_text().splitlines()]
+            lines = [f"{'case':<46} {'seed':>4} {'best return':>11} {'bar':>5} {'steps':>8}"]
+            lines += [
+                f"{r['case']:<46} {r['seed']:>4} {r['best_return']:>11.1f} {r['bar']:>5} "
+                f"{r['steps']:>8}"
+                for r in rows
+            ]
+            session.log("learning results:\n" + "\n".join(lines))
 
 
 @nox.session

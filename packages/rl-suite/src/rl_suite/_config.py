@@ -23,12 +23,16 @@ DEFAULTS: dict[str, Any] = {
     "steps": 100_000,
     "seed": 0,
     "device": "cpu",
+    "torch_threads": None,  # the training process's torch threads; None: torch's default
     "sampler": {
         "kind": "serial",  # serial | cpu | gpu
         "workers": None,  # cpu / gpu samplers: default one per core
         "batch_T": 32,
         "batch_B": 8,
         "max_decorrelation_steps": 0,
+        # False: an environment whose episode ends waits for the batch's end to reset, so a
+        # recurrent agent's training sequences never run across a reset (rlpyt's wait-reset).
+        "mid_batch_reset": True,
         "eval_n_envs": 8,
         "eval_max_steps": 40_000,
         "eval_max_trajectories": 16,
@@ -44,6 +48,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "algo": "ppo",
         "env": "CartPole-v1",
         "steps": 100_000,
+        "torch_threads": 1,  # small networks: a second thread costs more than it gives
         "algo_kwargs": {
             "discount": 0.98,
             "gae_lambda": 0.8,
@@ -60,6 +65,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "algo": "a2c",
         "env": "CartPole-v1",
         "steps": 500_000,
+        "torch_threads": 1,
         "sampler": {"batch_T": 5, "batch_B": 16},
         "runner": {"log_interval_steps": 25_000},
         "algo_kwargs": {
@@ -76,16 +82,17 @@ PRESETS: dict[str, dict[str, Any]] = {
         "env": "CartPole-v1",
         "env_kwargs": {"observation_indices": [0, 2]},  # positions only: velocities hidden
         "steps": 300_000,
+        "torch_threads": 1,
         "agent": {"recurrent": True},
-        "sampler": {"batch_T": 64, "batch_B": 16},
-        "runner": {"log_interval_steps": 20_000},
+        # Wait-reset: a training sequence never runs across an episode's reset.
+        "sampler": {"batch_T": 32, "batch_B": 8, "mid_batch_reset": False},
         "algo_kwargs": {
-            "discount": 0.99,
-            "gae_lambda": 0.95,
+            "discount": 0.98,
+            "gae_lambda": 0.8,
             "learning_rate": 1e-3,
             "ratio_clip": 0.2,
-            "epochs": 8,
-            "minibatches": 4,
+            "epochs": 20,
+            "minibatches": 1,
             "entropy_loss_coeff": 0.0,
             "value_loss_coeff": 0.5,
             "linear_lr_schedule": True,
@@ -95,6 +102,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "algo": "ppo",
         "env": "InvertedPendulum-v5",
         "steps": 150_000,
+        "torch_threads": 1,
         "sampler": {"batch_T": 256, "batch_B": 8},
         "agent": {"model_kwargs": {"normalize_observation": True}},
         "runner": {"log_interval_steps": 20_000},

@@ -27,7 +27,17 @@ from rl_agents import (
 )
 from rl_algos import A2C, PPO
 from rl_runners import MinibatchRl, MinibatchRlEval, find_checkpoint, logger_context
-from rl_samplers import AtariTrajInfo, CpuSampler, GpuSampler, SerialSampler, TrajInfo
+from rl_samplers import (
+    AtariTrajInfo,
+    CpuResetCollector,
+    CpuSampler,
+    CpuWaitResetCollector,
+    GpuResetCollector,
+    GpuSampler,
+    GpuWaitResetCollector,
+    SerialSampler,
+    TrajInfo,
+)
 
 from ._config import ALGOS
 from ._envs import is_atari, make_env
@@ -36,6 +46,15 @@ __all__ = ["build", "evaluate", "load_config", "resume", "run_dir_for", "train"]
 
 ALGO_CLASSES = {"a2c": A2C, "ppo": PPO}
 SAMPLER_CLASSES = {"serial": SerialSampler, "cpu": CpuSampler, "gpu": GpuSampler}
+# (sampler kind, mid_batch_reset) -> collector
+COLLECTORS = {
+    ("serial", True): CpuResetCollector,
+    ("serial", False): CpuWaitResetCollector,
+    ("cpu", True): CpuResetCollector,
+    ("cpu", False): CpuWaitResetCollector,
+    ("gpu", True): GpuResetCollector,
+    ("gpu", False): GpuWaitResetCollector,
+}
 # The action spaces each algorithm can act in.
 ACTION_KINDS = {"a2c": {"discrete", "continuous"}, "ppo": {"discrete", "continuous"}}
 assert set(ALGO_CLASSES) == set(ALGOS) == set(ACTION_KINDS)
@@ -98,12 +117,17 @@ def _construct(cls: type, what: str, kwargs: dict[str, Any]) -> Any:
 
 
 def _affinity(config: dict[str, Any]) -> dict[str, Any]:
-    """What the runner and sampler read: the CUDA device and the workers' cpus."""
+    """What the runner and sampler read: the CUDA device, torch's threads and the workers."""
     device = str(config["device"])
     match = re.fullmatch(r"cuda(?::(\d+))?", device)
     if device != "cpu" and match is None:
         raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {device!r}")
     affinity: dict[str, Any] = {}
+    threads = config["torch_threads"]
+    if threads is not None:
+        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+            raise ValueError(f"torch_threads must be a positive int or None, got {threads!r}")
+        affinity["master_torch_threads"] = threads
     if match is not None:
         index = int(match.group(1) or 0)
         if index >= torch.cuda.device_count():
@@ -151,6 +175,7 @@ def build(config: dict[str, Any]) -> Any:
             env_kwargs=_env_kwargs(config),
             batch_T=sampler_config["batch_T"],
             batch_B=sampler_config["batch_B"],
+            CollectorCls=COLLECTORS[kind, bool(sampler_config["mid_batch_reset"])],
             max_decorrelation_steps=sampler_config["max_decorrelation_steps"],
             TrajInfoCls=AtariTrajInfo if is_atari(config["env"]) else TrajInfo,
             eval_n_envs=sampler_config["eval_n_envs"] if evaluate else 0,
