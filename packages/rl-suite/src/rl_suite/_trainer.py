@@ -278,7 +278,8 @@ def evaluate(
     agent = agent_class(config, spaces)(
         model_kwargs=config["agent"]["model_kwargs"], deterministic_eval=deterministic
     )
-    n_envs = min(episodes, 8)
+    # One environment, episodes one after another: with several at once, the first episodes to
+    # end (the short ones) would fill the count before the long ones finish.
     sampler = SerialSampler(
         EnvCls=make_env,
         env_kwargs=_env_kwargs(config),
@@ -286,8 +287,8 @@ def evaluate(
         batch_B=1,
         max_decorrelation_steps=0,
         TrajInfoCls=AtariTrajInfo if is_atari(config["env"]) else TrajInfo,
-        eval_n_envs=n_envs,
-        eval_max_steps=n_envs * 10**7,
+        eval_n_envs=1,
+        eval_max_steps=10**7,
         eval_max_trajectories=episodes,
     )
     sampler.initialize(agent, seed=seed)
@@ -297,7 +298,7 @@ def evaluate(
         infos = list(sampler.evaluate_agent(0))
     finally:
         sampler.shutdown()
-    return infos[:episodes] if len(infos) >= episodes else infos
+    return infos
 
 
 def mean_return(infos: list[Any]) -> float:
