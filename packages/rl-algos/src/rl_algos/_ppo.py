@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from rl_arrays import AgentInputs, namedarraytuple, valid_mean
+from rl_arrays import AgentInputs, buffer_method, namedarraytuple, valid_mean
 
 from ._pg import OptInfo, PolicyGradientAlgo, check_count, check_number
 from ._protocols import PgAgentLike
@@ -17,6 +17,7 @@ __all__ = ["PPO", "LossInputs", "PpoOptInfo"]
 # PPO's diagnostics: OptInfo's plus the mean KL(old || new) and the fraction of valid steps
 # whose likelihood ratio lay outside [1 - ratio_clip, 1 + ratio_clip], per minibatch.
 PpoOptInfo = namedtuple("PpoOptInfo", [*OptInfo._fields, "kl", "clipFraction"])
+_DIAGNOSTICS = ("loss", "entropy", "perplexity", "kl", "clipFraction")  # as ``loss`` returns them
 
 LossInputs = namedarraytuple(
     "LossInputs", ["agent_inputs", "action", "return_", "advantage", "valid", "old_dist_info"]
@@ -131,26 +132,32 @@ class PPO(PolicyGradientAlgo):
             old_dist_info=samples.agent.agent_info.dist_info,
         )
         init_rnn_state = self._init_rnn_state(samples, recurrent)  # [B, N, H]: sliced over B
+        if not recurrent:  # single steps: one flat batch of T * B, indexed once per minibatch
+            loss_inputs = buffer_method(loss_inputs, "flatten", 0, 1)
         opt_info = PpoOptInfo(*([] for _ in PpoOptInfo._fields))
         n = B if recurrent else T * B
         for _ in range(self.epochs):
-            order = torch.randperm(n, generator=self._generator).to(reward.device)
-            for idxs in order.tensor_split(self.minibatches):
+            if self.minibatches == 1:  # the whole batch: its loss does not depend on the order
+                splits = [slice(None)]
+            else:
+                order = torch.randperm(n, generator=self._generator).to(reward.device)
+                splits = order.tensor_split(self.minibatches)
+            for idxs in splits:
                 if recurrent:
                     minibatch = loss_inputs[:, idxs]
                     rnn_state = None if init_rnn_state is None else init_rnn_state[idxs]
                 else:
-                    minibatch, rnn_state = loss_inputs[idxs % T, idxs // T], None
+                    minibatch, rnn_state = loss_inputs[idxs], None
                 self._optimizer.zero_grad()
                 loss, entropy, perplexity, kl, clip_fraction = self.loss(*minibatch, rnn_state)
                 loss.backward()
                 grad_norm = self._clip_and_step()
-                opt_info.loss.append(loss.item())
+                diagnostics = torch.stack(
+                    [loss.detach(), entropy.detach(), perplexity, kl, clip_fraction]
+                ).tolist()  # one conversion instead of five
                 opt_info.gradNorm.append(grad_norm)
-                opt_info.entropy.append(entropy.item())
-                opt_info.perplexity.append(perplexity.item())
-                opt_info.kl.append(kl.item())
-                opt_info.clipFraction.append(clip_fraction.item())
+                for field, value in zip(_DIAGNOSTICS, diagnostics, strict=True):
+                    getattr(opt_info, field).append(value)
         if self.lr_scheduler is not None:
             self.lr_scheduler.step()
             self.ratio_clip = self._base_ratio_clip * self._lr_factor(self.lr_scheduler.last_epoch)
