@@ -216,6 +216,28 @@ def test_categorical_models_leading_dims(lead):
     assert state.h.shape == state.c.shape == (1, _batch(lead), H)
 
 
+def test_feed_forward_vector_models_hold_two_independent_mlps():
+    """Policy and value MLPs evaluated as one batched MLP: each is the MLP of its own
+    parameters, and the value's loss reaches none of the policy's parameters."""
+    model = _categorical_ff()
+    weights, biases = model.mlps.weights, model.mlps.biases
+    x = torch.randn(5, *OBS)
+
+    def member(k, size):
+        hidden = torch.tanh(x @ weights[0][k] + biases[0][k])
+        return (hidden @ weights[1][k] + biases[1][k])[:, :size]
+
+    pi, value = model(x, None, None)
+    assert_close(pi, torch.softmax(member(0, A), -1))
+    assert_close(value, member(1, 1).squeeze(-1))
+    value.sum().backward()
+    assert not weights[0].grad[0].any() and not weights[1].grad[0].any()
+    assert not weights[1].grad[1][:, 1:].any()  # the padding of the 1-wide value output
+    assert weights[0].abs().max() <= 1 / OBS[0] ** 0.5  # torch.nn.Linear's bound
+    mu, _, v = _mujoco_ff(mu_nonlinearity=None)(x, None, None)
+    assert mu.shape == (5, A) and v.shape == (5,)
+
+
 def _lstm_inputs(model, T, B):
     if isinstance(model, AtariLstmModel):
         return _images((T, B)), torch.randint(0, A, (T, B)), torch.randn(T, B)
