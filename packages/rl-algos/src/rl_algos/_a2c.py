@@ -79,8 +79,8 @@ class A2C(PolicyGradientAlgo):
         log_likelihood = dist.log_likelihood(samples.agent.action, dist_info)
         pi_loss = -valid_mean(log_likelihood * advantage, valid)
         value_loss = self.value_loss_coeff * valid_mean(0.5 * (value - return_) ** 2, valid)
-        entropy = dist.mean_entropy(dist_info, valid)
-        loss = pi_loss + value_loss - self.entropy_loss_coeff * entropy
+        entropy, entropy_loss = self._entropy_bonus(dist, dist_info, valid)
+        loss = pi_loss + value_loss + entropy_loss
         with torch.no_grad():
             perplexity = dist.mean_perplexity(dist_info, valid)
         return loss, entropy, perplexity

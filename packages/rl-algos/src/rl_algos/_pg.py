@@ -242,6 +242,15 @@ class PolicyGradientAlgo:
         prev_rnn_state = getattr(samples.agent.agent_info, "prev_rnn_state", None)
         return None if prev_rnn_state is None else prev_rnn_state[0]
 
+    def _entropy_bonus(self, dist: Any, dist_info: Any, valid: Any) -> tuple[Any, Any]:
+        """``(mean entropy, -entropy_loss_coeff * mean entropy)``; with no bonus the entropy
+        is a diagnostic only, computed outside the graph (a smaller backward pass)."""
+        if self.entropy_loss_coeff == 0:
+            with torch.no_grad():
+                return dist.mean_entropy(dist_info, valid), 0.0
+        entropy = dist.mean_entropy(dist_info, valid)
+        return entropy, -self.entropy_loss_coeff * entropy
+
     def _clip_and_step(self) -> float:
         """Clip the gradient norm, take an optimizer step; returns the norm before clipping."""
         max_norm = math.inf if self.clip_grad_norm is None else self.clip_grad_norm

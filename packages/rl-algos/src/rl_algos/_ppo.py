@@ -188,8 +188,8 @@ class PPO(PolicyGradientAlgo):
         surrogate = torch.min(ratio * advantage, clipped_ratio * advantage)
         pi_loss = -valid_mean(surrogate, valid)
         value_loss = self.value_loss_coeff * valid_mean(0.5 * (value - return_) ** 2, valid)
-        entropy = dist.mean_entropy(dist_info, valid)
-        loss = pi_loss + value_loss - self.entropy_loss_coeff * entropy
+        entropy, entropy_loss = self._entropy_bonus(dist, dist_info, valid)
+        loss = pi_loss + value_loss + entropy_loss
         with torch.no_grad():
             perplexity = dist.mean_perplexity(dist_info, valid)
             kl = dist.mean_kl(old_dist_info, dist_info, valid)
