@@ -429,6 +429,10 @@ def test_rlpyt_defaults_and_attributes():
     assert (a2c.discount, a2c.learning_rate, a2c.value_loss_coeff) == (0.99, 0.001, 0.5)
     assert (a2c.entropy_loss_coeff, a2c.clip_grad_norm, a2c.gae_lambda) == (0.01, 1.0, 1)
     assert a2c.OptimCls is torch.optim.Adam and not a2c.normalize_advantage
+    assert a2c.optim_kwargs == {"fused": True}  # Adam's fused implementation unless told
+    assert (
+        A2C(optim_kwargs={}).optim_kwargs == {} and A2C(OptimCls=torch.optim.SGD).optim_kwargs == {}
+    )
     assert (ppo.value_loss_coeff, ppo.minibatches, ppo.epochs, ppo.ratio_clip) == (1.0, 4, 4, 0.1)
     assert ppo.linear_lr_schedule and A2C.bootstrap_value and PPO.bootstrap_value
     assert isinstance(LinearAgent(OBS, ACTIONS), PgAgentLike)

@@ -86,6 +86,10 @@ class PolicyGradientAlgo:
         self.value_loss_coeff = value_loss_coeff
         self.entropy_loss_coeff = entropy_loss_coeff
         self.OptimCls = OptimCls
+        if optim_kwargs is None and OptimCls in (torch.optim.Adam, torch.optim.AdamW):
+            # The fused implementation: one kernel for every parameter, where the default
+            # loops over them (a tenth to a fifth of a small network's update time).
+            optim_kwargs = {"fused": True}
         self.optim_kwargs = dict(optim_kwargs or {})
         self.clip_grad_norm = clip_grad_norm
         self.initial_optim_state_dict = initial_optim_state_dict
