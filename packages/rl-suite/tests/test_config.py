@@ -7,7 +7,7 @@ from rl_suite._config import PRESETS, apply_overrides, make_config
 
 def test_a_preset_changes_only_what_it_names():
     config = make_config("cartpole-masked-lstm")
-    assert config["agent"]["recurrent"] is True and config["sampler"]["batch_B"] == 16
+    assert config["agent"]["recurrent"] is True and config["sampler"]["mid_batch_reset"] is False
     assert config["sampler"]["kind"] == "serial"  # (a default the preset keeps)
     assert config["env_kwargs"] == {"observation_indices": [0, 2]}
     assert make_config("cartpole")["agent"]["recurrent"] is False  # presets share nothing
