@@ -327,13 +327,18 @@ class MujocoMixin:
 
 class VectorCategoricalMixin:
     """Model kwargs from the spaces: ``observation_shape`` and ``output_size`` (the number
-    of actions)."""
+    of actions); the previous action goes to the model as integer indexes."""
 
     def make_env_to_model_kwargs(self, env_spaces: Any) -> dict[str, Any]:
         return dict(
             observation_shape=_shape(env_spaces.observation, "observation"),
             output_size=_n_actions(env_spaces),
         )
+
+    def _model_prev_action(self, prev_action: torch.Tensor) -> torch.Tensor:
+        """As it is: ``CategoricalFfModel`` ignores it and ``CategoricalLstmModel`` one-hot
+        encodes integer actions itself (no encoding for every forward pass here)."""
+        return prev_action
 
 
 class AtariFfAgent(AtariMixin, CategoricalPgAgent):

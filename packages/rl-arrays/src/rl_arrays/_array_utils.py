@@ -140,9 +140,14 @@ def valid_mean(x: ArrayT, valid: Any = None, dim: int | tuple[int, ...] | None =
         torch = require_torch("valid_mean")
         if valid is None:
             return x.mean() if dim is None else x.mean(dim=dim)
-        mask = torch.as_tensor(valid, device=x.device)
-        mask = mask.to(x.dtype if x.is_floating_point() else torch.get_default_dtype())
-        mask = torch.broadcast_to(mask, x.shape)
+        if not (  # a float mask of x's shape (what the algorithms pass) is used as it is
+            isinstance(valid, torch.Tensor)
+            and (valid.dtype, valid.shape, valid.device) == (x.dtype, x.shape, x.device)
+        ):
+            mask = torch.as_tensor(valid, device=x.device)
+            mask = mask.to(x.dtype if x.is_floating_point() else torch.get_default_dtype())
+            valid = torch.broadcast_to(mask, x.shape)
+        mask = valid
         if dim is None:
             return (x * mask).sum() / mask.sum()
         return (x * mask).sum(dim=dim) / mask.sum(dim=dim)
