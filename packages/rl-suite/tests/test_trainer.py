@@ -85,7 +85,8 @@ def test_a_killed_run_resumes_where_its_checkpoint_left_it(tmp_path):
             time.sleep(0.05)
         assert process.poll() is None, process.stderr.read().decode()
         process.send_signal(signal.SIGINT)  # Ctrl-C
-        assert process.wait(timeout=60) != 0
+        assert process.wait(timeout=60) == 130
+        assert "interrupted (`rl-suite resume RUN_DIR` continues" in process.stderr.read().decode()
     finally:
         process.kill()
     killed_at = [int(r["CumSteps"]) for r in _rows(run_dir)]

@@ -197,6 +197,13 @@ def main(argv: list[str] | None = None) -> int:
         message = error.args[0] if isinstance(error, KeyError) and error.args else error
         print(f"rl-suite {args.command}: error: {message}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        hint = " (`rl-suite resume RUN_DIR` continues from the last checkpoint)"
+        print(
+            f"rl-suite {args.command}: interrupted{hint if args.command in ('train', 'resume') else ''}",
+            file=sys.stderr,
+        )
+        return 130
     return 0
 
 
