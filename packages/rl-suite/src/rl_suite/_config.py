@@ -1,7 +1,7 @@
 """Training configurations: defaults, named presets, and ``--set key=value`` overrides.
 
-A configuration is a nested dict of plain values (it is saved as the run's ``config.json``, and
-``resume`` rebuilds the run from it). Keys are fixed: an override of a key that does not exist is
+A configuration is a nested dict of plain values (it is saved in the run's ``params.json``
+under ``"config"``, and ``resume`` rebuilds the run from it). Keys are fixed: an override of a key that does not exist is
 an error, except inside the ``*_kwargs`` dicts, whose keys are checked against the class they go
 to when the run is built.
 """
