@@ -159,6 +159,45 @@ class _VectorObservationModel(torch.nn.Module):
         if self.normalize_observation:
             self.obs_rms.update(observation)
 
+    def _init_lstm(
+        self,
+        input_size: int,
+        hidden_sizes: int | Sequence[int],
+        lstm_size: int,
+        nonlinearity: type[torch.nn.Module],
+    ) -> None:
+        """An MLP (none without hidden sizes) into an LSTM that also reads the previous
+        action [action size] and reward."""
+        if hidden_sizes:
+            self.mlp: torch.nn.Module = MlpModel(input_size, hidden_sizes, None, nonlinearity)
+            features = self.mlp.output_size
+        else:
+            self.mlp = torch.nn.Identity()
+            features = input_size
+        self.lstm = torch.nn.LSTM(features + self._action_size + 1, lstm_size)
+
+    def _lstm_outputs(
+        self,
+        observation: torch.Tensor,
+        prev_action: torch.Tensor,
+        prev_reward: torch.Tensor,
+        init_rnn_state: Any,
+    ) -> tuple[Any, int, int, torch.Tensor, Any]:
+        """``(lead_dim, T, B, LSTM outputs [T * B, lstm_size], next RnnState)``."""
+        lead_dim, T, B, _ = infer_leading_dims(observation, self._obs_ndim)
+        dtype = self.lstm.weight_ih_l0.dtype
+        features = self.mlp(self._flat_observation(observation, T, B, dtype))
+        lstm_input = torch.cat(
+            [
+                features.reshape(T, B, -1),
+                prev_action.to(dtype).reshape(T, B, self._action_size),
+                prev_reward.to(dtype).reshape(T, B, 1),
+            ],
+            dim=2,
+        )
+        lstm_out, (h, c) = self.lstm(lstm_input, _rnn_state_tuple(init_rnn_state))
+        return lead_dim, T, B, lstm_out.reshape(T * B, -1), RnnState(h=h, c=c)
+
 
 class AtariFfModel(torch.nn.Module):
     """Conv torso + fully connected layer, then a softmax policy head and a value head.
@@ -323,14 +362,12 @@ class MujocoLstmModel(_VectorObservationModel):
         input_size = self._init_observation(
             observation_shape, action_size, normalize_observation, norm_obs_clip, norm_obs_var_clip
         )
-        hidden_sizes = [256, 256] if hidden_sizes is None else hidden_sizes
-        if hidden_sizes:
-            self.mlp: torch.nn.Module = MlpModel(input_size, hidden_sizes, None, nonlinearity)
-            features = self.mlp.output_size
-        else:
-            self.mlp = torch.nn.Identity()
-            features = input_size
-        self.lstm = torch.nn.LSTM(features + action_size + 1, lstm_size)
+        self._init_lstm(
+            input_size,
+            [256, 256] if hidden_sizes is None else hidden_sizes,
+            lstm_size,
+            nonlinearity,
+        )
         self.head = torch.nn.Linear(lstm_size, 2 * action_size + 1)
 
     def forward(
@@ -340,24 +377,14 @@ class MujocoLstmModel(_VectorObservationModel):
         prev_reward: torch.Tensor,
         init_rnn_state: Any,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, Any]:
-        lead_dim, T, B, _ = infer_leading_dims(observation, self._obs_ndim)
-        dtype = self.head.weight.dtype
-        obs_flat = self._flat_observation(observation, T, B, dtype)
-        features = self.mlp(obs_flat)
-        lstm_input = torch.cat(
-            [
-                features.reshape(T, B, -1),
-                prev_action.to(dtype).reshape(T, B, self._action_size),
-                prev_reward.to(dtype).reshape(T, B, 1),
-            ],
-            dim=2,
+        lead_dim, T, B, lstm_flat, rnn_state = self._lstm_outputs(
+            observation, prev_action, prev_reward, init_rnn_state
         )
-        lstm_out, (h, c) = self.lstm(lstm_input, _rnn_state_tuple(init_rnn_state))
-        out = self.head(lstm_out.reshape(T * B, -1))
+        out = self.head(lstm_flat)
         A = self._action_size
         mu, log_std, value = out[:, :A], out[:, A : 2 * A], out[:, -1]
         mu, log_std, value = restore_leading_dims((mu, log_std, value), lead_dim, T, B)
-        return mu, log_std, value, RnnState(h=h, c=c)
+        return mu, log_std, value, rnn_state
 
 
 class CategoricalFfModel(_VectorObservationModel):
@@ -420,14 +447,9 @@ class CategoricalLstmModel(_VectorObservationModel):
         input_size = self._init_observation(
             observation_shape, output_size, normalize_observation, norm_obs_clip, norm_obs_var_clip
         )
-        hidden_sizes = [64] if hidden_sizes is None else hidden_sizes
-        if hidden_sizes:
-            self.mlp: torch.nn.Module = MlpModel(input_size, hidden_sizes, None, nonlinearity)
-            features = self.mlp.output_size
-        else:
-            self.mlp = torch.nn.Identity()
-            features = input_size
-        self.lstm = torch.nn.LSTM(features + output_size + 1, lstm_size)
+        self._init_lstm(
+            input_size, [64] if hidden_sizes is None else hidden_sizes, lstm_size, nonlinearity
+        )
         self.pi = torch.nn.Linear(lstm_size, output_size)
         self.value = torch.nn.Linear(lstm_size, 1)
 
@@ -438,22 +460,12 @@ class CategoricalLstmModel(_VectorObservationModel):
         prev_reward: torch.Tensor,
         init_rnn_state: Any,
     ) -> tuple[torch.Tensor, torch.Tensor, Any]:
-        lead_dim, T, B, _ = infer_leading_dims(observation, self._obs_ndim)
-        dtype = self.pi.weight.dtype
-        features = self.mlp(self._flat_observation(observation, T, B, dtype))
         if not prev_action.is_floating_point():
             prev_action = to_onehot(prev_action, self._action_size)
-        lstm_input = torch.cat(
-            [
-                features.reshape(T, B, -1),
-                prev_action.to(dtype).reshape(T, B, self._action_size),
-                prev_reward.to(dtype).reshape(T, B, 1),
-            ],
-            dim=2,
+        lead_dim, T, B, lstm_flat, rnn_state = self._lstm_outputs(
+            observation, prev_action, prev_reward, init_rnn_state
         )
-        lstm_out, (h, c) = self.lstm(lstm_input, _rnn_state_tuple(init_rnn_state))
-        lstm_flat = lstm_out.reshape(T * B, -1)
         pi = F.softmax(self.pi(lstm_flat), dim=-1)
         value = self.value(lstm_flat).squeeze(-1)
         pi, value = restore_leading_dims((pi, value), lead_dim, T, B)
-        return pi, value, RnnState(h=h, c=c)
+        return pi, value, rnn_state
