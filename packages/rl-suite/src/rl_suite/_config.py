@@ -42,6 +42,20 @@ DEFAULTS: dict[str, Any] = {
     "runner": {"log_interval_steps": 10_000, "evaluate": True, "snapshot_mode": "last"},
 }
 
+# PPO on CartPole (rl-baselines3-zoo's tuned values; recurrent or not): 20 epochs of one
+# minibatch per batch, linear schedules.
+_CARTPOLE_PPO = {
+    "discount": 0.98,
+    "gae_lambda": 0.8,
+    "learning_rate": 1e-3,
+    "ratio_clip": 0.2,
+    "epochs": 20,
+    "minibatches": 1,
+    "entropy_loss_coeff": 0.0,
+    "value_loss_coeff": 0.5,
+    "linear_lr_schedule": True,
+}
+
 # Each preset: the algorithm it is for, and what it changes in the defaults.
 PRESETS: dict[str, dict[str, Any]] = {
     "cartpole": {
@@ -49,17 +63,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "env": "CartPole-v1",
         "steps": 100_000,
         "torch_threads": 1,  # small networks: a second thread costs more than it gives
-        "algo_kwargs": {
-            "discount": 0.98,
-            "gae_lambda": 0.8,
-            "learning_rate": 1e-3,
-            "ratio_clip": 0.2,
-            "epochs": 20,
-            "minibatches": 1,
-            "entropy_loss_coeff": 0.0,
-            "value_loss_coeff": 0.5,
-            "linear_lr_schedule": True,
-        },
+        "algo_kwargs": _CARTPOLE_PPO,
     },
     "cartpole-a2c": {
         "algo": "a2c",
@@ -86,17 +90,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "agent": {"recurrent": True},
         # Wait-reset: a training sequence never runs across an episode's reset.
         "sampler": {"batch_T": 32, "batch_B": 8, "mid_batch_reset": False},
-        "algo_kwargs": {
-            "discount": 0.98,
-            "gae_lambda": 0.8,
-            "learning_rate": 1e-3,
-            "ratio_clip": 0.2,
-            "epochs": 20,
-            "minibatches": 1,
-            "entropy_loss_coeff": 0.0,
-            "value_loss_coeff": 0.5,
-            "linear_lr_schedule": True,
-        },
+        "algo_kwargs": _CARTPOLE_PPO,
     },
     "inverted-pendulum": {
         "algo": "ppo",
