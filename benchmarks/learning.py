@@ -228,12 +228,7 @@ def run_ours(sizes: Sizes, seed: int, threads: int) -> Run:
         run_dir = rl_suite.train(config, log_dir=log_dir)
         wall_s = time.perf_counter() - start
         row = last_row(run_dir / "progress.csv")
-        # One environment and one episode per call: every episode runs to its end (see above).
-        infos = [
-            info
-            for i in range(sizes.eval_episodes)
-            for info in rl_suite.evaluate(run_dir, episodes=1, seed=EVAL_SEED + i)
-        ]
+        infos = rl_suite.evaluate(run_dir, episodes=sizes.eval_episodes, seed=EVAL_SEED)
     return Run(
         library="rl-suite",
         seed=seed,
