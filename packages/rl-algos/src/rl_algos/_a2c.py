@@ -56,7 +56,7 @@ class A2C(PolicyGradientAlgo):
         grad_norm = self._clip_and_step()
         return OptInfo(
             loss=[loss.item()],
-            gradNorm=[grad_norm],
+            gradNorm=[grad_norm.item()],
             entropy=[entropy.item()],
             perplexity=[perplexity.item()],
         )

@@ -255,13 +255,14 @@ class PolicyGradientAlgo:
         entropy = dist.mean_entropy(dist_info, valid)
         return entropy, -self.entropy_loss_coeff * entropy
 
-    def _clip_and_step(self) -> float:
-        """Clip the gradient norm, take an optimizer step; returns the norm before clipping."""
+    def _clip_and_step(self) -> torch.Tensor:
+        """Clip the gradient norm, take an optimizer step; returns the norm before clipping
+        (a tensor: reading it as a number waits for the device)."""
         max_norm = math.inf if self.clip_grad_norm is None else self.clip_grad_norm
         grad_norm = torch.nn.utils.clip_grad_norm_(self._params, max_norm)
         self._optimizer.step()
         self.update_counter += 1
-        return float(grad_norm)
+        return grad_norm
 
     @property
     def _agent(self) -> PgAgentLike:

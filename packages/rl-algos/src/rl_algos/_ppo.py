@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from rl_arrays import AgentInputs, buffer_method, namedarraytuple, valid_mean
+from rl_arrays import AgentInputs, buffer_func, buffer_method, namedarraytuple
 
 from ._pg import OptInfo, PolicyGradientAlgo, check_count, check_number
 from ._protocols import PgAgentLike
@@ -17,7 +17,6 @@ __all__ = ["PPO", "LossInputs", "PpoOptInfo"]
 # PPO's diagnostics: OptInfo's plus the mean KL(old || new) and the fraction of valid steps
 # whose likelihood ratio lay outside [1 - ratio_clip, 1 + ratio_clip], per minibatch.
 PpoOptInfo = namedtuple("PpoOptInfo", [*OptInfo._fields, "kl", "clipFraction"])
-_DIAGNOSTICS = ("loss", "entropy", "perplexity", "kl", "clipFraction")  # as ``loss`` returns them
 
 LossInputs = namedarraytuple(
     "LossInputs", ["agent_inputs", "action", "return_", "advantage", "valid", "old_dist_info"]
@@ -134,8 +133,8 @@ class PPO(PolicyGradientAlgo):
         init_rnn_state = self._init_rnn_state(samples, recurrent)  # [B, N, H]: sliced over B
         if not recurrent:  # single steps: one flat batch of T * B, indexed once per minibatch
             loss_inputs = buffer_method(loss_inputs, "flatten", 0, 1)
-        opt_info = PpoOptInfo(*([] for _ in PpoOptInfo._fields))
         n = B if recurrent else T * B
+        losses, grad_norms, steps = [], [], []
         for _ in range(self.epochs):
             if self.minibatches == 1:  # the whole batch: its loss does not depend on the order
                 splits = [slice(None)]
@@ -149,15 +148,20 @@ class PPO(PolicyGradientAlgo):
                 else:
                     minibatch, rnn_state = loss_inputs[idxs], None
                 self._optimizer.zero_grad()
-                loss, entropy, perplexity, kl, clip_fraction = self.loss(*minibatch, rnn_state)
+                loss, dist_info, ratio = self.loss(*minibatch, rnn_state)
                 loss.backward()
-                grad_norm = self._clip_and_step()
-                diagnostics = torch.stack(
-                    [loss.detach(), entropy.detach(), perplexity, kl, clip_fraction]
-                ).tolist()  # one conversion instead of five
-                opt_info.gradNorm.append(grad_norm)
-                for field, value in zip(_DIAGNOSTICS, diagnostics, strict=True):
-                    getattr(opt_info, field).append(value)
+                grad_norms.append(self._clip_and_step())
+                losses.append(loss.detach())
+                steps.append((dist_info, ratio, minibatch.old_dist_info, minibatch.valid))
+        entropy, perplexity, kl, clip_fraction = self._diagnostics(steps)
+        opt_info = PpoOptInfo(
+            loss=torch.stack(losses).tolist(),
+            gradNorm=torch.stack(grad_norms).tolist(),
+            entropy=entropy,
+            perplexity=perplexity,
+            kl=kl,
+            clipFraction=clip_fraction,
+        )
         if self.lr_scheduler is not None:
             self.lr_scheduler.step()
             self.ratio_clip = self._base_ratio_clip * self._lr_factor(self.lr_scheduler.last_epoch)
@@ -172,8 +176,9 @@ class PPO(PolicyGradientAlgo):
         valid: torch.Tensor,
         old_dist_info: Any,
         init_rnn_state: Any = None,
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """``(loss, entropy, perplexity, kl, clip_fraction)`` for one minibatch (loss with grad).
+    ) -> tuple[torch.Tensor, Any, torch.Tensor]:
+        """``(loss, dist_info, ratio)`` for one minibatch: the loss with grad, and the new
+        distribution parameters and likelihood ratios, detached, for the diagnostics.
 
         Policy loss ``-mean(min(ratio * adv, clip(ratio, 1 - eps, 1 + eps) * adv))``, value loss
         ``value_loss_coeff * mean(0.5 * (value - return)^2)``, entropy bonus
@@ -186,16 +191,40 @@ class PPO(PolicyGradientAlgo):
         ratio = dist.likelihood_ratio(action, old_dist_info, dist_info)
         clipped_ratio = torch.clamp(ratio, 1.0 - self.ratio_clip, 1.0 + self.ratio_clip)
         surrogate = torch.min(ratio * advantage, clipped_ratio * advantage)
-        pi_loss = -valid_mean(surrogate, valid)
-        value_loss = self.value_loss_coeff * valid_mean(0.5 * (value - return_) ** 2, valid)
-        entropy, entropy_loss = self._entropy_bonus(dist, dist_info, valid)
-        loss = pi_loss + value_loss + entropy_loss
-        with torch.no_grad():
-            perplexity = dist.mean_perplexity(dist_info, valid)
-            kl = dist.mean_kl(old_dist_info, dist_info, valid)
-            outside = ((ratio - 1.0).abs() > self.ratio_clip).to(ratio.dtype)
-            clip_fraction = valid_mean(outside, valid)
-        return loss, entropy, perplexity, kl, clip_fraction
+        # The policy and value losses as one weighted sum over the valid steps: a small
+        # network's step costs about as much per operation as per flop.
+        value_error = (0.5 * self.value_loss_coeff) * (value - return_) ** 2
+        loss = ((value_error - surrogate) * (valid / valid.sum())).sum()
+        if self.entropy_loss_coeff != 0:
+            loss = loss - self.entropy_loss_coeff * dist.mean_entropy(dist_info, valid)
+        return loss, buffer_method(dist_info, "detach"), ratio.detach()
+
+    @torch.no_grad()
+    def _diagnostics(self, steps: list[tuple[Any, Any, Any, Any]]) -> list[list[float]]:
+        """Mean entropy, perplexity, KL(old || new) and clip fraction over the valid data of
+        each gradient step (``steps``: its ``(dist_info, ratio, old_dist_info, valid)``), all
+        computed at once after the steps rather than in a few dozen small operations each."""
+        dist = self._agent.distribution
+
+        # valid has the minibatch's leading dims: [n] single steps, or [T, B_mb] sequences
+        dist_info, ratio, old_dist_info, valid = (
+            _cat([buffer_func(step[i], _flatten_lead, step[3].dim()) for step in steps])
+            for i in range(4)
+        )
+        outside = ((ratio - 1.0).abs() > self.ratio_clip).to(ratio.dtype)
+        values = torch.stack(
+            [
+                dist.entropy(dist_info),
+                dist.perplexity(dist_info),
+                dist.kl(old_dist_info, dist_info),
+                outside,
+            ]
+        )
+        sizes = torch.tensor([step[3].numel() for step in steps])
+        step_of = torch.repeat_interleave(torch.arange(len(steps)), sizes).to(valid.device)
+        sums = values.new_zeros(4, len(steps)).index_add_(1, step_of, values * valid)
+        counts = valid.new_zeros(len(steps)).index_add_(0, step_of, valid)
+        return (sums / counts).tolist()
 
     def optim_state_dict(self) -> dict[str, Any]:
         """The base's state plus the learning-rate schedule, the current ratio clip and the
@@ -228,3 +257,17 @@ class PPO(PolicyGradientAlgo):
         if self.minibatches > n:
             what = f"B={B} sequences (recurrent agent)" if recurrent else f"T*B={T * B} steps"
             raise ValueError(f"minibatches={self.minibatches} is more than the batch's {what}")
+
+
+def _flatten_lead(x: torch.Tensor, lead: int) -> torch.Tensor:
+    return x.reshape(-1, *x.shape[lead:])
+
+
+def _cat(parts: list[Any]) -> Any:
+    """Concatenate same-structured buffers (tensors or namedarraytuples of them) on dim 0."""
+    first = parts[0]
+    if first is None:
+        return None
+    if isinstance(first, tuple):
+        return first._make(_cat(list(leaves)) for leaves in zip(*parts, strict=True))
+    return torch.cat(parts)
