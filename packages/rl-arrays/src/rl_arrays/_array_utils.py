@@ -80,6 +80,10 @@ def select_at_indexes(indexes: Any, array: ArrayT) -> ArrayT:
             f"indexes of shape {lead} must match the leading dims of array of shape "
             f"{tuple(array.shape)} (and leave at least one dim to select from)"
         )
+    if is_tensor(array) and array.ndim == len(lead) + 1:  # gather: a third of the time
+        n = array.shape[-1]
+        indexes = require_torch("select_at_indexes").where(indexes < 0, indexes + n, indexes)
+        return array.gather(-1, indexes.unsqueeze(-1)).squeeze(-1)
     # One broadcastable arange per leading dim: no full index grid is materialised.
     grid = tuple(
         _arange(n, array).reshape((1,) * i + (n,) + (1,) * (len(lead) - i - 1))
