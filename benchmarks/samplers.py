@@ -1,6 +1,6 @@
 """Sampler throughput on Pong: our samplers against one environment alone and gymnasium.
 
-    python benchmarks/samplers.py           # full run: about a minute, on an otherwise idle machine
+    python benchmarks/samplers.py           # full run: about four minutes, on an otherwise idle machine
     python benchmarks/samplers.py --quick   # seconds; checks it still works, the numbers mean nothing
 
 Environment steps per second (one step = one agent action = 4 emulator frames) of Pong, with an
@@ -32,10 +32,12 @@ per-core limit. GpuSampler's ratios, and those to the 2 processes at once, have 
 
 Each case runs in its own fresh process (started, like the samplers' workers from there, with
 the default start method: fork on Linux), is warmed up (environments made and reset, the first
-batches collected: no decorrelation steps), then timed as ``repeats`` groups of whole batches, each group lasting about ``min_time``
-(time.perf_counter around ``obtain_samples`` calls; T x B steps each). Reported: the best group
-(ratios use it: another process on this machine only ever slows a group down) and the median
-one. Every sampler is shut down (``with sampler:``) before its process ends. The load average
+batches collected: no decorrelation steps), then timed as ``repeats`` groups of whole batches,
+each group lasting about ``min_time`` (time.perf_counter around ``obtain_samples`` calls; T x B
+steps each). The cases run one after another in ``rounds`` rounds, so that a slow spell of the
+machine (on a shared 2-core host a whole process can run 40% slower than the next one) falls on
+every case rather than on one. Reported: the best group over all rounds (ratios use it: another
+process on this machine only ever slows a group down) and the median one. Every sampler is shut down (``with sampler:``) before its process ends. The load average
 printed before and after says whether the machine was quiet: compare only quiet runs.
 """
 
@@ -80,10 +82,11 @@ class Sizes:
     warmup_batches: int  # collected (or, alone: T x B single steps taken) before any timing
     repeats: int  # timed groups
     min_time: float  # seconds a timed group lasts, about (whole batches)
+    rounds: int  # times every case is run, one after another, each time in a fresh process
 
 
-FULL = Sizes(B=8, batch_T=64, warmup_batches=3, repeats=5, min_time=1.0)
-QUICK = Sizes(B=2, batch_T=8, warmup_batches=1, repeats=1, min_time=0.0)
+FULL = Sizes(B=8, batch_T=64, warmup_batches=3, repeats=3, min_time=1.0, rounds=3)
+QUICK = Sizes(B=2, batch_T=8, warmup_batches=1, repeats=1, min_time=0.0, rounds=1)
 
 
 # ---------------------------------------------------------------------------------- the agent
@@ -303,7 +306,7 @@ def print_rates(results: dict[str, Result], sizes: Sizes) -> None:
     print(
         f"\n(a) {GAME}: AtariEnv frame_skip={FRAME_SKIP}, {NUM_IMG_OBS} stacked "
         f"{OBS_SIZE[0]}x{OBS_SIZE[1]} frames, random actions; samplers T={sizes.batch_T}; "
-        f"{sizes.repeats} timed group(s) of about {sizes.min_time:g} s"
+        f"{sizes.rounds} x {sizes.repeats} timed group(s) of about {sizes.min_time:g} s"
     )
     header = f"{'case':<50}{'best, steps/s':>16}{'median, steps/s':>18}"
     print(header)
@@ -373,15 +376,20 @@ def main() -> None:
         f"({sizes.warmup_batches} batch(es)), then timed: best and median group."
     )
     print_load("before")
-    results = {
-        "limit": in_fresh_process(measure_alone, sizes),
-        "per core": in_fresh_process(measure_alone_per_core, sizes),
-        "serial": in_fresh_process(measure_sampler, "serial", sizes),
-        "cpu": in_fresh_process(measure_sampler, "cpu", sizes),
-        "gpu": in_fresh_process(measure_sampler, "gpu", sizes),
-        "gym rgb": in_fresh_process(measure_gymnasium, "rgb", sizes),
-        "gym grayscale": in_fresh_process(measure_gymnasium, "grayscale", sizes),
+    cases = {
+        "limit": (measure_alone,),
+        "per core": (measure_alone_per_core,),
+        "serial": (measure_sampler, "serial"),
+        "cpu": (measure_sampler, "cpu"),
+        "gpu": (measure_sampler, "gpu"),
+        "gym rgb": (measure_gymnasium, "rgb"),
+        "gym grayscale": (measure_gymnasium, "grayscale"),
     }
+    results = {key: Result([]) for key in cases}
+    for round_ in range(sizes.rounds):
+        print(f"round {round_ + 1} of {sizes.rounds} ...", flush=True)
+        for key, (func, *args) in cases.items():
+            results[key].rates.extend(in_fresh_process(func, *args, sizes).rates)
     print_rates(results, sizes)
     print_ratios(results)
     print_load("after")
