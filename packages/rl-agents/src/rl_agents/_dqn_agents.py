@@ -1,0 +1,478 @@
+"""Q-learning agents: DQN, categorical (distributional) DQN and recurrent R2D1, with an
+epsilon-greedy exploration schedule and a target network.
+
+Interface for the algorithms (all outputs on the agent's device, inputs moved there):
+
+* ``DqnAgent``: ``agent(o, a, r) -> q [..., A]`` (grad), ``agent.target(o, a, r) -> q``
+  (no grad), ``update_target(tau)``, ``set_epsilon_itr_min_max(itr_min, itr_max)``;
+* ``CatDqnAgent``: as DqnAgent but ``agent(...)`` / ``target(...)`` return probabilities
+  ``p [..., A, n_atoms]``; ``give_V_min_max(V_min, V_max)`` sets the atoms
+  ``z = linspace(V_min, V_max, n_atoms)``;
+* ``R2d1Agent``: ``agent(o, a, r, init_rnn_state) -> (q, next_rnn_state)`` and the same from
+  ``target``, states in [num_layers, B, H] layout.
+
+``step`` returns ``AgentStep(action, agent_info)`` on CPU, as the policy-gradient agents do;
+``prev_action`` is given as integer actions.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from rl_arrays import AgentStep, buffer_func, buffer_method, buffer_to, namedarraytuple
+
+from ._base_agent import BaseAgent, RecurrentAgentMixin
+from ._distributions import CategoricalEpsilonGreedy, EpsilonGreedy
+from ._dqn_models import (
+    AtariCatDqnModel,
+    AtariDqnModel,
+    AtariR2d1Model,
+    CatDqnMlpModel,
+    DqnMlpModel,
+    R2d1MlpModel,
+)
+from ._model_utils import strip_ddp_state_dict, update_state_dict
+from ._pg_agents import AtariMixin, VectorCategoricalMixin
+
+__all__ = [
+    "AgentInfoCatDqn",
+    "AgentInfoDqn",
+    "AgentInfoR2d1",
+    "AtariCatDqnAgent",
+    "AtariDqnAgent",
+    "AtariR2d1Agent",
+    "CatDqnAgent",
+    "DqnAgent",
+    "EpsilonGreedyAgentMixin",
+    "R2d1Agent",
+    "R2d1AgentBase",
+    "VectorCatDqnAgent",
+    "VectorDqnAgent",
+    "VectorR2d1Agent",
+]
+
+AgentInfoDqn = namedarraytuple("AgentInfoDqn", ["q"])
+AgentInfoDqn.__doc__ = "What a DQN agent's step records: the Q-values ``q`` [..., A]."
+
+AgentInfoCatDqn = namedarraytuple("AgentInfoCatDqn", ["p"])
+AgentInfoCatDqn.__doc__ = (
+    "What a categorical DQN agent's step records: the return distributions ``p`` [..., A, n_atoms]."
+)
+
+AgentInfoR2d1 = namedarraytuple("AgentInfoR2d1", ["q", "prev_rnn_state"])
+AgentInfoR2d1.__doc__ = (
+    "AgentInfoDqn plus prev_rnn_state, the recurrent state the step started from, stored "
+    "batch-first ([B, num_layers, H] per step), as in AgentInfoRnn."
+)
+
+
+def _probability(name: str, value: Any) -> float:
+    value = float(value)
+    if not 0 <= value <= 1:
+        raise ValueError(f"{name} must lie in [0, 1], got {value!r}")
+    return value
+
+
+def _check_itrs(itr_min: Any, itr_max: Any) -> tuple[int, int]:
+    try:
+        if isinstance(itr_min, bool) or isinstance(itr_max, bool):
+            raise TypeError
+        low, high = operator.index(itr_min), operator.index(itr_max)
+    except TypeError:
+        low, high = -1, -1
+    if not 0 <= low <= high:
+        raise ValueError(
+            f"epsilon itr_min and itr_max must be ints with 0 <= itr_min <= itr_max, got "
+            f"{itr_min!r} and {itr_max!r}"
+        )
+    return low, high
+
+
+class EpsilonGreedyAgentMixin:
+    """Epsilon-greedy exploration for agents whose ``distribution`` is an ``EpsilonGreedy``.
+
+    Sampling epsilon is ``eps_init`` until iteration ``eps_itr_min``, then falls linearly to
+    ``eps_final`` at ``eps_itr_max`` and stays there (the algorithm sets the two iterations
+    with ``set_epsilon_itr_min_max``). With ``eps_final_min`` every sampler environment gets
+    its own final epsilon, log-spaced from ``eps_final_min`` to ``eps_final`` over all
+    ``global_B`` environments (Ape-X style). Evaluation uses ``eps_eval``.
+
+    The two iterations live in one int64 tensor, put in shared memory by
+    ``initialize(share_memory=True)``, so parallel sampler workers see the algorithm's
+    setting made after they started; they are part of ``state_dict`` (a resumed run goes on
+    with the same schedule).
+    """
+
+    distribution: Any
+    alternating: bool
+
+    def __init__(
+        self,
+        *args: Any,
+        eps_init: float = 1,
+        eps_final: float = 0.01,
+        eps_final_min: float | None = None,
+        eps_itr_min: int = 50,
+        eps_itr_max: int = 1000,
+        eps_eval: float = 0.001,
+        **kwargs: Any,
+    ):
+        super().__init__(*args, **kwargs)
+        self.eps_init = _probability("eps_init", eps_init)
+        self.eps_final = _probability("eps_final", eps_final)
+        self.eps_eval = _probability("eps_eval", eps_eval)
+        if eps_final_min is not None:
+            eps_final_min = _probability("eps_final_min", eps_final_min)
+            if eps_final_min <= 0:
+                raise ValueError(f"eps_final_min must be > 0 (log-spaced), got {eps_final_min}")
+        self.eps_final_min = eps_final_min
+        self._eps_itr_min_max = torch.tensor(_check_itrs(eps_itr_min, eps_itr_max))
+        self._eps_init_values: Any = self.eps_init
+        self._eps_final_values: Any = self.eps_final
+        self.eps_sample: Any = self.eps_init
+
+    @property
+    def eps_itr_min(self) -> int:
+        return int(self._eps_itr_min_max[0])
+
+    @property
+    def eps_itr_max(self) -> int:
+        return int(self._eps_itr_min_max[1])
+
+    def set_epsilon_itr_min_max(self, eps_itr_min: int, eps_itr_max: int) -> None:
+        """Where the linear fall of the sampling epsilon starts and ends (iterations)."""
+        itrs = _check_itrs(eps_itr_min, eps_itr_max)
+        self._eps_itr_min_max.copy_(torch.tensor(itrs))
+
+    def make_vec_eps(self, global_B: int, env_ranks: Sequence[int] | None) -> None:
+        """Per-environment final epsilons when ``eps_final_min`` is set: log-spaced over
+        ``global_B`` environments, taken at this agent's ``env_ranks`` (alternating agents:
+        the two environments of a pair share one)."""
+        if self.eps_final_min is None or self.eps_final_min == self.eps_final:
+            self._eps_init_values, self._eps_final_values = self.eps_init, self.eps_final
+            return
+        ranks = list(range(global_B)) if env_ranks is None else [int(r) for r in env_ranks]
+        if getattr(self, "alternating", False):
+            if global_B % 2:
+                raise ValueError(f"alternating agents need an even global_B, got {global_B}")
+            global_B, ranks = global_B // 2, ranks[: len(ranks) // 2]
+        if not ranks or min(ranks) < 0 or max(ranks) >= global_B:
+            raise ValueError(f"env_ranks must lie in range({global_B}), got {ranks}")
+        all_eps = torch.logspace(
+            math.log10(self.eps_final_min),
+            math.log10(self.eps_final),
+            global_B,
+            dtype=torch.float64,
+        ).to(torch.float32)
+        self._eps_final_values = all_eps[ranks]
+        self._eps_init_values = torch.full((len(ranks),), self.eps_init)
+
+    def collector_initialize(
+        self, global_B: int = 1, env_ranks: Sequence[int] | None = None
+    ) -> None:
+        """In a sampler worker that steps only some of the agent's environments: take the
+        epsilons of those (``env_ranks`` among all ``global_B``)."""
+        self.make_vec_eps(global_B, env_ranks)
+
+    def set_sample_epsilon_greedy(self, epsilon: Any) -> None:
+        """Use ``epsilon`` (a number or per-environment vector) until the next mode change."""
+        self.distribution.set_epsilon(epsilon)
+
+    def sample_epsilon(self, itr: int) -> Any:
+        """The scheduled sampling epsilon at iteration ``itr``."""
+        itr_min, itr_max = self.eps_itr_min, self.eps_itr_max
+        if itr <= itr_min:
+            progress = 0.0
+        elif itr >= itr_max:
+            progress = 1.0
+        else:
+            progress = (itr - itr_min) / (itr_max - itr_min)
+        return progress * self._eps_final_values + (1 - progress) * self._eps_init_values
+
+    def sample_mode(self, itr: int) -> None:
+        super().sample_mode(itr)  # type: ignore[misc]
+        self.eps_sample = self.sample_epsilon(itr)
+        self.distribution.set_epsilon(self.eps_sample)
+
+    def eval_mode(self, itr: int) -> None:
+        """Evaluation epsilon ``eps_eval`` (at every iteration, the first included)."""
+        super().eval_mode(itr)  # type: ignore[misc]
+        self.distribution.set_epsilon(self.eps_eval)
+
+    def _epsilon_state_dict(self) -> dict[str, int]:
+        return {"itr_min": self.eps_itr_min, "itr_max": self.eps_itr_max}
+
+    def _load_epsilon_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.set_epsilon_itr_min_max(int(state["itr_min"]), int(state["itr_max"]))
+
+
+def _discrete_actions(agent: Any, env_spaces: Any) -> int:
+    action = getattr(env_spaces, "action", None)
+    n = getattr(action, "n", None)
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(
+            f"{type(agent).__name__} chooses among discrete actions and needs an action space "
+            f"with an int attribute n >= 1; got env_spaces.action={action!r} (a "
+            f"{type(action).__name__}: continuous actions need a policy-gradient or "
+            "Q-policy-gradient agent)"
+        )
+    return n
+
+
+class DqnAgent(EpsilonGreedyAgentMixin, BaseAgent):
+    """Q-values from ``ModelCls(observation, prev_action one-hot, prev_reward) -> q
+    [..., A]``, a target network (a copy without grad, refreshed by ``update_target``) and
+    epsilon-greedy actions. Eps keyword arguments as in ``EpsilonGreedyAgentMixin``.
+
+    ``state_dict()`` is ``{"model", "target", "epsilon"}`` (the schedule's iterations);
+    ``initial_model_state_dict`` is the model's own state dict (the target starts as a copy).
+    """
+
+    def __init__(
+        self,
+        ModelCls: Any = None,
+        model_kwargs: Mapping[str, Any] | None = None,
+        initial_model_state_dict: Mapping[str, Any] | None = None,
+        **kwargs: Any,
+    ):
+        super().__init__(
+            ModelCls=ModelCls,
+            model_kwargs=model_kwargs,
+            initial_model_state_dict=initial_model_state_dict,
+            **kwargs,
+        )
+        self.target_model: Any = None
+
+    def initialize(
+        self, env_spaces: Any, share_memory: bool = False, global_B: int = 1, env_ranks: Any = None
+    ) -> None:
+        """Build the model and its target; per-environment epsilons when configured."""
+        n = _discrete_actions(self, env_spaces)
+        super().initialize(env_spaces, share_memory, global_B=global_B, env_ranks=env_ranks)
+        self.target_model = self._make_model()
+        self.target_model.load_state_dict(self.model.state_dict())
+        self.target_model.requires_grad_(False)
+        if share_memory:
+            self._eps_itr_min_max.share_memory_()
+        self.distribution = self._make_distribution(n)
+        self.make_vec_eps(global_B, env_ranks)
+
+    def _make_distribution(self, n: int) -> EpsilonGreedy:
+        return EpsilonGreedy(dim=n, epsilon=self.eps_init)
+
+    def _model_prev_action(self, prev_action: torch.Tensor) -> torch.Tensor:
+        return self.distribution.to_onehot(prev_action)
+
+    def _model_inputs(self, observation: Any, prev_action: Any, prev_reward: Any) -> tuple:
+        self._require_model()
+        observation, prev_action, prev_reward = buffer_to(
+            (observation, prev_action, prev_reward), device=self.device
+        )
+        return observation, self._model_prev_action(prev_action), prev_reward
+
+    def _require_target(self) -> torch.nn.Module:
+        if self.target_model is None:
+            raise RuntimeError(f"{type(self).__name__} has no target yet: call initialize() first")
+        return self.target_model
+
+    def _q_output(self, output: torch.Tensor) -> torch.Tensor:
+        """What ``__call__`` / ``target`` return of the model's output (Q-values as is)."""
+        return output
+
+    def __call__(self, observation: Any, prev_action: Any, prev_reward: Any) -> torch.Tensor:
+        """Q-values [..., A] with grad, on the agent's device."""
+        inputs = self._model_inputs(observation, prev_action, prev_reward)
+        return self._q_output(self.model(*inputs))
+
+    @torch.no_grad()
+    def target(self, observation: Any, prev_action: Any, prev_reward: Any) -> torch.Tensor:
+        """The target network's Q-values [..., A], no grad, on the agent's device."""
+        target = self._require_target()
+        inputs = self._model_inputs(observation, prev_action, prev_reward)
+        return self._q_output(target(*inputs))
+
+    def _agent_info(self, q: torch.Tensor) -> Any:
+        return AgentInfoDqn(q=q)
+
+    @torch.no_grad()
+    def step(self, observation: Any, prev_action: Any, prev_reward: Any) -> Any:
+        """Epsilon-greedy actions: ``AgentStep(action, AgentInfoDqn(q))`` on CPU."""
+        q = self._q_output(self.model(*self._model_inputs(observation, prev_action, prev_reward)))
+        action = self.distribution.sample(q)
+        return buffer_to(AgentStep(action=action, agent_info=self._agent_info(q)), device="cpu")
+
+    def update_target(self, tau: float = 1) -> None:
+        """Copy the model into the target (``tau=1``) or move the target towards it,
+        ``target = tau * model + (1 - tau) * target`` (Polyak averaging)."""
+        update_state_dict(self._require_target(), self._plain_model().state_dict(), tau)
+
+    def to_device(self, cuda_idx: int | None = None) -> None:
+        super().to_device(cuda_idx)
+        if self.target_model is not None:
+            self.target_model.to(self.device)
+
+    def state_dict(self) -> dict[str, Any]:
+        """``{"model": ..., "target": ..., "epsilon": {"itr_min", "itr_max"}}``."""
+        return {
+            "model": self._plain_model().state_dict(),
+            "target": self._require_target().state_dict(),
+            "epsilon": self._epsilon_state_dict(),
+        }
+
+    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
+        """Load ``state_dict()``'s output. Without a ``"target"`` entry the target becomes a
+        copy of the model; a bare model state dict (no ``"model"`` key) is accepted as such."""
+        if "model" not in state_dict:
+            state_dict = {"model": state_dict}
+        model = strip_ddp_state_dict(state_dict["model"])
+        self._plain_model().load_state_dict(model)
+        target = state_dict.get("target")
+        target = model if target is None else strip_ddp_state_dict(target)
+        self._require_target().load_state_dict(target)
+        if "epsilon" in state_dict:
+            self._load_epsilon_state_dict(state_dict["epsilon"])
+
+
+class CatDqnAgent(DqnAgent):
+    """Categorical DQN: the model returns logits ``[..., A, n_atoms]`` of each action's
+    return distribution over the atoms ``z``; ``agent(...)`` and ``target(...)`` return
+    their softmax ``p``. Actions are epsilon-greedy in the expected value ``sum(p * z)``.
+
+    ``n_atoms`` (default 51) is passed to the model as ``model_kwargs["n_atoms"]``. The atoms
+    span [-10, 10] until the algorithm calls ``give_V_min_max``.
+    """
+
+    def __init__(self, *args: Any, n_atoms: int | None = None, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        given = self.model_kwargs.get("n_atoms")
+        if n_atoms is not None and given is not None and n_atoms != given:
+            raise ValueError(f"n_atoms={n_atoms} disagrees with model_kwargs n_atoms={given}")
+        n_atoms = n_atoms if n_atoms is not None else given if given is not None else 51
+        if isinstance(n_atoms, bool) or not isinstance(n_atoms, int) or n_atoms < 2:
+            raise ValueError(f"n_atoms must be an int >= 2, got {n_atoms!r}")
+        self.n_atoms = self.model_kwargs["n_atoms"] = n_atoms
+        self.V_min, self.V_max = -10.0, 10.0
+
+    def _make_distribution(self, n: int) -> EpsilonGreedy:
+        return CategoricalEpsilonGreedy(dim=n, z=self.z, epsilon=self.eps_init)
+
+    @property
+    def z(self) -> torch.Tensor:
+        """The atom values, [n_atoms] on CPU."""
+        return torch.linspace(self.V_min, self.V_max, self.n_atoms)
+
+    def give_V_min_max(self, V_min: float, V_max: float) -> None:
+        """The support of the return distributions (the algorithm's V_min, V_max)."""
+        if not V_min < V_max:
+            raise ValueError(f"V_min must be below V_max, got {V_min!r} and {V_max!r}")
+        self.V_min, self.V_max = float(V_min), float(V_max)
+        if self.distribution is not None:
+            self.distribution.set_z(self.z)
+
+    def _q_output(self, output: torch.Tensor) -> torch.Tensor:
+        return F.softmax(output, dim=-1)
+
+    def _agent_info(self, q: torch.Tensor) -> Any:
+        return AgentInfoCatDqn(p=q)
+
+
+class R2d1AgentBase(DqnAgent):
+    """Recurrent DQN without the state keeping (add a recurrent mixin): the model maps
+    ``(observation, prev_action one-hot, prev_reward, init_rnn_state)`` to
+    ``(q, next_rnn_state)``."""
+
+    recurrent = True
+
+    def _recurrent_inputs(self, args: tuple, init_rnn_state: Any) -> tuple:
+        inputs = self._model_inputs(*args)
+        if init_rnn_state is not None:
+            init_rnn_state = buffer_to(init_rnn_state, device=self.device)
+        return (*inputs, init_rnn_state)
+
+    def __call__(  # type: ignore[override]
+        self, observation: Any, prev_action: Any, prev_reward: Any, init_rnn_state: Any
+    ) -> tuple[torch.Tensor, Any]:
+        """``(q [T, B, A], next_rnn_state)`` with grad, on the agent's device;
+        ``init_rnn_state`` in [N, B, H] layout (None: zeros)."""
+        inputs = self._recurrent_inputs((observation, prev_action, prev_reward), init_rnn_state)
+        return self.model(*inputs)
+
+    @torch.no_grad()
+    def target(  # type: ignore[override]
+        self, observation: Any, prev_action: Any, prev_reward: Any, init_rnn_state: Any
+    ) -> tuple[torch.Tensor, Any]:
+        """The target network's ``(q, next_rnn_state)``, no grad, on the agent's device."""
+        target = self._require_target()
+        inputs = self._recurrent_inputs((observation, prev_action, prev_reward), init_rnn_state)
+        return target(*inputs)
+
+    @torch.no_grad()
+    def step(self, observation: Any, prev_action: Any, prev_reward: Any) -> Any:
+        """Epsilon-greedy actions, advancing the state: ``AgentStep(action,
+        AgentInfoR2d1(q, prev_rnn_state))`` on CPU, prev_rnn_state batch-first [B, N, H]
+        (zeros after a reset; [N, H] for inputs without leading dims)."""
+        inputs = self._model_inputs(observation, prev_action, prev_reward)
+        prev_rnn_state = self.prev_rnn_state  # type: ignore[attr-defined]
+        q, rnn_state = self.model(*inputs, prev_rnn_state)
+        action = self.distribution.sample(q)
+        if prev_rnn_state is None:
+            prev_rnn_state = buffer_func(rnn_state, torch.zeros_like)
+        stored = buffer_method(prev_rnn_state, "transpose", 0, 1)
+        if inputs[2].ndim == 0:  # no leading dims: one environment's [N, H]
+            stored = buffer_method(stored, "squeeze", 0)
+        agent_info = AgentInfoR2d1(q=q, prev_rnn_state=stored)
+        agent_step = buffer_to(AgentStep(action=action, agent_info=agent_info), device="cpu")
+        self.advance_rnn_state(rnn_state)  # type: ignore[attr-defined]
+        return agent_step
+
+
+class R2d1Agent(RecurrentAgentMixin, R2d1AgentBase):
+    """R2D1 agent (one recurrent state for all sampler environments)."""
+
+
+class AtariDqnAgent(AtariMixin, DqnAgent):
+    """``DqnAgent`` with an ``AtariDqnModel``."""
+
+    def __init__(self, ModelCls: Any = AtariDqnModel, **kwargs: Any):
+        super().__init__(ModelCls=ModelCls, **kwargs)
+
+
+class AtariCatDqnAgent(AtariMixin, CatDqnAgent):
+    """``CatDqnAgent`` with an ``AtariCatDqnModel``."""
+
+    def __init__(self, ModelCls: Any = AtariCatDqnModel, **kwargs: Any):
+        super().__init__(ModelCls=ModelCls, **kwargs)
+
+
+class AtariR2d1Agent(AtariMixin, R2d1Agent):
+    """``R2d1Agent`` with an ``AtariR2d1Model``."""
+
+    def __init__(self, ModelCls: Any = AtariR2d1Model, **kwargs: Any):
+        super().__init__(ModelCls=ModelCls, **kwargs)
+
+
+class VectorDqnAgent(VectorCategoricalMixin, DqnAgent):
+    """``DqnAgent`` with a ``DqnMlpModel``: vector observations, discrete actions."""
+
+    def __init__(self, ModelCls: Any = DqnMlpModel, **kwargs: Any):
+        super().__init__(ModelCls=ModelCls, **kwargs)
+
+
+class VectorCatDqnAgent(VectorCategoricalMixin, CatDqnAgent):
+    """``CatDqnAgent`` with a ``CatDqnMlpModel``."""
+
+    def __init__(self, ModelCls: Any = CatDqnMlpModel, **kwargs: Any):
+        super().__init__(ModelCls=ModelCls, **kwargs)
+
+
+class VectorR2d1Agent(VectorCategoricalMixin, R2d1Agent):
+    """``R2d1Agent`` with an ``R2d1MlpModel``."""
+
+    def __init__(self, ModelCls: Any = R2d1MlpModel, **kwargs: Any):
+        super().__init__(ModelCls=ModelCls, **kwargs)
