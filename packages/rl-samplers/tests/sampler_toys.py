@@ -126,6 +126,23 @@ class EchoAgent:
         self.weight.copy_(self.shared_weight)
 
 
+class RankAgent(EchoAgent):
+    """Records, as each step's value, the rank of the environment it acts for, as far as it
+    knows it: from ``collector_initialize`` in a parallel sampler's worker."""
+
+    def initialize(self, env_spaces, share_memory=False, global_B=1, env_ranks=None):
+        super().initialize(env_spaces, share_memory, global_B, env_ranks)
+        self.ranks = torch.tensor(env_ranks, dtype=torch.float32)
+
+    def collector_initialize(self, global_B, env_ranks):
+        self.global_B, self.ranks = global_B, torch.tensor(env_ranks, dtype=torch.float32)
+
+    def step(self, observation, prev_action, prev_reward):
+        action, _ = super().step(observation, prev_action, prev_reward)
+        ranks = self.ranks if prev_reward.dim() else self.ranks[0]  # (the unbatched example)
+        return AgentStep(action, AgentInfo(value=ranks))
+
+
 def run_async_sampler(sampler, n_itr, ready, copied, infos, affinity=None):
     """The sampler's process, as the asynchronous runner drives it: fill the two halves of
     the double buffer in turn, each once its last batch was taken (``copied``), and say so

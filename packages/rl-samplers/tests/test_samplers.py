@@ -7,7 +7,7 @@ import time
 import numpy as np
 import pytest
 import torch
-from sampler_toys import CountingEnv, EchoAgent, assert_same
+from sampler_toys import CountingEnv, EchoAgent, RankAgent, assert_same
 
 from rl_samplers import (
     AlternatingSampler,
@@ -43,6 +43,18 @@ def test_parallel_batches_equal_serial_batches(start_method, parallel_cls):
             key = lambda info: (info.Length, info.Return)  # noqa: E731
             assert sorted(map(key, infos_a)) == sorted(map(key, infos_b))
     assert not mp.active_children()
+
+
+def test_each_worker_tells_its_agent_copy_which_environments_it_steps():
+    """``collector_initialize(global_B, env_ranks)`` in every worker: the agent acting for
+    environments 2 and 3 (rank 1 of world size 2, so 6 and 7 of 8) knows it."""
+    with CpuSampler(CountingEnv, {}, batch_T=3, batch_B=4, max_decorrelation_steps=0) as sampler:
+        sampler.initialize(
+            RankAgent(), seed=0, affinity={"workers_cpus": [0, 0]}, rank=1, world_size=2
+        )
+        samples, _ = sampler.obtain_samples(0)
+    ranks = samples.agent.agent_info.value
+    assert ranks.tolist() == [[4.0, 5.0, 6.0, 7.0]] * 3
 
 
 def test_reset_collector_marks_episode_boundaries():

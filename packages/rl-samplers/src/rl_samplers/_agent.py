@@ -12,7 +12,9 @@ __all__ = ["AsyncSamplerAgent", "SamplerAgent"]
 class SamplerAgent(Protocol):
     """The agent methods a sampler calls.  Inputs and outputs of ``step`` and ``value`` are
     torch tensors with a leading ``[B]`` dim; ``step`` returns ``AgentStep(action,
-    agent_info)``."""
+    agent_info)``. An agent may also have ``collector_initialize(global_B, env_ranks)``: a
+    parallel sampler's worker calls it on its copy of the agent with the ranks of the
+    environments that worker steps (e.g. to take their per-environment epsilons)."""
 
     def initialize(
         self, env_spaces: Any, share_memory: bool = False, global_B: int = 1, env_ranks: Any = None

@@ -62,7 +62,7 @@ class AsyncSamplerMixin:
             for _ in range(2)
         ]
         self.samples_np = self.buffers[0]
-        self.agent, self.seed = agent, seed
+        self.agent, self.seed, self._global_B = agent, seed, B
         return (self.buffers[0], self.buffers[1]), self.examples
 
     def _take_agent(self, affinity: dict[str, Any] | None) -> dict[str, Any]:

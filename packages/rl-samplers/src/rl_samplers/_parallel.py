@@ -75,6 +75,7 @@ class ParallelSamplerBase(BaseSampler):
             env.close()
         examples = self._examples_and_buffer(agent, bootstrap_value, traj_info_kwargs, shared=True)
         self.agent = agent
+        self._global_B = B * world_size
         self._launch_workers(affinity, seed, rank, examples)
         return examples
 
@@ -125,6 +126,8 @@ class ParallelSamplerBase(BaseSampler):
                 cpus=workers_cpus[w] if workers_cpus else None,
                 torch_threads=affinity.get("worker_torch_threads", 1),
                 env_seeds=[env_seeds[b] for b in envs],
+                global_B=self._global_B,
+                env_ranks=[rank * B + int(b) for b in envs],
                 eval_env_seeds=[eval_seeds[b] for b in eval_envs],
                 buffers=[_env_slice(buffer, start, stop) for buffer in self.buffers],
                 **self._worker_extras(w),

@@ -78,6 +78,9 @@ def sampling_process(common: dict[str, Any], worker: dict[str, Any]) -> None:
     try:
         _exit_with(common["main_pid"])
         initialize_worker(rank, worker["seed"], worker["cpus"], worker["torch_threads"])
+        collector_initialize = getattr(common.get("agent"), "collector_initialize", None)
+        if collector_initialize is not None:  # this worker's environments among all
+            collector_initialize(global_B=worker["global_B"], env_ranks=worker["env_ranks"])
         envs = [common["EnvCls"](**common["env_kwargs"]) for _ in worker["env_seeds"]]
         for env, seed in zip(envs, worker["env_seeds"], strict=True):
             env.seed(seed)
