@@ -1,5 +1,5 @@
-"""What the policy-gradient algorithms need from an agent, declared here so that rl-algos never
-imports rl-agents: any object with these members works (duck typing)."""
+"""What the algorithms need from an agent, declared here so that rl-algos never imports
+rl-agents: any object with these members works (duck typing)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch
 
-__all__ = ["PgAgentLike", "PgDistributionLike"]
+__all__ = ["CatQAgentLike", "PgAgentLike", "PgDistributionLike", "QAgentLike", "R2d1AgentLike"]
 
 
 @runtime_checkable
@@ -51,5 +51,67 @@ class PgAgentLike(Protocol):
     def __call__(
         self, observation: Any, prev_action: Any, prev_reward: Any, *init_rnn_state: Any
     ) -> tuple[Any, ...]: ...
+
+    def parameters(self) -> Iterator[torch.nn.Parameter]: ...
+
+
+@runtime_checkable
+class QAgentLike(Protocol):
+    """A feed-forward Q-learning agent, as DQN calls it.
+
+    ``agent(observation, prev_action, prev_reward)`` returns Q-values ``[lead..., A]`` with
+    grad; ``agent.target(...)`` the target network's, without grad. ``update_target(tau)``
+    moves the target towards the online network (``tau=1``: a hard copy).
+    ``set_epsilon_itr_min_max(itr_min, itr_max)`` sets the epsilon-greedy annealing window,
+    in sampler iterations. Inputs are moved to ``device`` by the algorithm.
+    """
+
+    device: torch.device
+
+    def __call__(self, observation: Any, prev_action: Any, prev_reward: Any) -> torch.Tensor: ...
+
+    def target(self, observation: Any, prev_action: Any, prev_reward: Any) -> torch.Tensor: ...
+
+    def update_target(self, tau: float = 1) -> None: ...
+
+    def set_epsilon_itr_min_max(self, itr_min: int, itr_max: int) -> None: ...
+
+    def parameters(self) -> Iterator[torch.nn.Parameter]: ...
+
+
+@runtime_checkable
+class CatQAgentLike(QAgentLike, Protocol):
+    """A categorical (C51) agent: ``agent(...)`` and ``agent.target(...)`` return probabilities
+    ``[lead..., A, n_atoms]`` over the fixed support ``linspace(V_min, V_max, n_atoms)``, which
+    the algorithm tells it through ``give_V_min_max``."""
+
+    def give_V_min_max(self, V_min: float, V_max: float) -> None: ...
+
+
+@runtime_checkable
+class R2d1AgentLike(Protocol):
+    """A recurrent Q-learning agent, as R2D1 calls it.
+
+    ``agent(observation, prev_action, prev_reward, init_rnn_state)`` takes ``[T, B]`` inputs
+    and a state in ``[num_layers, B, H]`` layout (a namedarraytuple such as ``RnnState(h, c)``,
+    or None for a zero state) and returns ``(q [T, B, A], next_rnn_state)``; ``target(...)``
+    the same from the target network, without grad. Its samples carry
+    ``agent_info.prev_rnn_state`` (``[T, B, num_layers, H]``, the state each step started
+    from) and, for input priorities, ``agent_info.q``.
+    """
+
+    device: torch.device
+
+    def __call__(
+        self, observation: Any, prev_action: Any, prev_reward: Any, init_rnn_state: Any
+    ) -> tuple[torch.Tensor, Any]: ...
+
+    def target(
+        self, observation: Any, prev_action: Any, prev_reward: Any, init_rnn_state: Any
+    ) -> tuple[torch.Tensor, Any]: ...
+
+    def update_target(self, tau: float = 1) -> None: ...
+
+    def set_epsilon_itr_min_max(self, itr_min: int, itr_max: int) -> None: ...
 
     def parameters(self) -> Iterator[torch.nn.Parameter]: ...

@@ -116,7 +116,6 @@ class MinibatchRlBase:
                 f"n_steps={self.n_steps} is less than one sampler batch "
                 f"(batch_T * batch_B = {self.itr_batch_size}): not one iteration would run"
             )
-        self.min_itr_learn = getattr(algo, "min_itr_learn", 0)
         self.log_interval_itrs = max(self.log_interval_steps // self.itr_batch_size, 1)
         self.n_itr = self._rounded_n_itr()
 
@@ -186,6 +185,8 @@ class MinibatchRlBase:
             world_size=self.world_size,
             rank=self.rank,
         )
+        # (a replay algorithm knows it only now, from the sampler's batch size)
+        self.min_itr_learn = int(getattr(self.algo, "min_itr_learn", 0))
         self.initialize_logging()
         return n_itr
 
