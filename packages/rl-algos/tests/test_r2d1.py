@@ -236,6 +236,7 @@ def hand_sequences(wT=2, bT=3, n=2, B=3, seed=0):
             torch.randn(B, N, H, generator=g), torch.randn(B, N, H, generator=g)
         ),
         is_weights=torch.tensor([0.5, 1.0, 0.75]),
+        action=torch.randint(A, (L, B), generator=g),  # the actions taken
     )
 
 
@@ -278,7 +279,7 @@ def test_sequence_loss_matches_a_hand_loop(double_dqn):
         for t in range(bT):
             if batch.done[wT : wT + t, b].any():
                 break  # the state ran on past a done
-            taken = batch.all_action[wT + t + 1, b]  # all_action holds previous actions
+            taken = batch.action[wT + t, b]
             chooser = qs if double_dqn else target_qs
             bootstrap = target_qs[t + n, b, chooser[t + n, b].argmax()]
             not_done = 0.0 if batch.done_n[wT + t, b] else 1.0
@@ -320,15 +321,6 @@ def test_no_gradient_flows_from_the_warmup_and_only_batch_T_steps_count():
     changed.return_[:wT] += 100.0
     changed.done_n[:wT] = True
     torch.testing.assert_close(algo.loss(changed)[0], loss.detach())
-
-
-def test_taken_actions_come_from_the_action_field_when_the_batch_has_one():
-    algo = R2D1(batch_T=3, warmup_T=2)
-    batch = hand_sequences()
-    torch.testing.assert_close(algo._taken_action(batch), batch.all_action[3:6])
-    WithAction = namedarraytuple("WithAction", [*batch._fields, "action"])
-    action = torch.arange(5 * 3).reshape(5, 3)
-    torch.testing.assert_close(algo._taken_action(WithAction(*batch, action=action)), action[2:5])
 
 
 # ---------------------------------------------------------------- training

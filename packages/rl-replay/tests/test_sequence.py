@@ -9,15 +9,22 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from replay_world import World, decode
 
+from rl_arrays import namedarraytuple
 from rl_replay import (
+    AsyncPrioritizedSequenceReplayBuffer,
+    AsyncPrioritizedSequenceReplayFrameBuffer,
+    AsyncUniformSequenceReplayBuffer,
+    AsyncUniformSequenceReplayFrameBuffer,
     PrioritiesSamplesToBuffer,
     PrioritizedSequenceReplayBuffer,
     PrioritizedSequenceReplayFrameBuffer,
+    SamplesToBufferRnn,
     UniformSequenceReplayBuffer,
     UniformSequenceReplayFrameBuffer,
 )
 
 DISCOUNT = 0.95
+RnnState = namedarraytuple("RnnState", ["h", "c"])
 
 
 def check_sequences(batch, world, buffer, batch_T):
@@ -25,7 +32,7 @@ def check_sequences(batch, world, buffer, batch_T):
     oldest = max(0, world.W - buffer.T)
     L = batch_T + n
     assert batch.all_observation.shape[:2] == (L, len(batch.return_[0]))
-    assert batch.return_.shape[0] == batch_T
+    assert batch.return_.shape[0] == batch_T and batch.action.shape == batch.done.shape
     for j in range(batch.all_observation.shape[1]):
         a, b = decode(batch.all_observation[0, j])
         assert oldest + f <= a and a + L - 1 <= world.W - 1, "sequence crosses invalid data"
@@ -40,6 +47,7 @@ def check_sequences(batch, world, buffer, batch_T):
             assert batch.all_action[i, j] == world.previous(world.action, a + i, b)
             assert batch.all_reward[i, j] == world.previous(world.reward, a + i, b)
         for i in range(batch_T):
+            assert batch.action[i, j] == world.action[a + i, b]
             return_, done_n, _ = world.n_step(a + i, b, n, DISCOUNT)
             assert batch.return_[i, j] == pytest.approx(return_, rel=1e-5, abs=1e-5)
             assert batch.done[i, j] == world.done[a + i, b] and batch.done_n[i, j] == done_n
@@ -182,3 +190,86 @@ def test_save_and_load_keep_rnn_states_and_priorities(tmp_path):
         np.testing.assert_array_equal(a.all_observation, b.all_observation)
         np.testing.assert_array_equal(a.init_rnn_state, b.init_rnn_state)
         np.testing.assert_array_equal(a.is_weights, b.is_weights)
+
+
+def test_action_is_the_one_taken_even_at_an_episode_last_step():
+    T, B, batch_T = 12, 2, 6
+    action = np.arange(1, T * B + 1).reshape(T, B)  # no action is 0
+    done = np.zeros((T, B), bool)
+    done[4, 0] = done[7, 1] = True
+    samples = SamplesToBufferRnn(
+        observation=np.stack(np.meshgrid(np.arange(T), np.arange(B), indexing="ij"), -1),
+        action=action,
+        reward=np.ones((T, B), np.float32),
+        done=done,
+        prev_rnn_state=np.zeros((T, B, 1), np.float32),
+    )
+    buffer = UniformSequenceReplayBuffer(samples[0, 0], T * B, B, 1, batch_T, seed=0)
+    buffer.append_samples(samples)
+    T_idxs, B_idxs = (x.ravel() for x in np.meshgrid(np.arange(1, 6), np.arange(B)))
+    batch = buffer.extract_batch(T_idxs, B_idxs, batch_T)  # every valid start
+    for j, (a, b) in enumerate(batch.all_observation[0]):
+        np.testing.assert_array_equal(batch.action[:, j], action[a : a + batch_T, b])
+    ended, next_prev_action = batch.done, batch.all_action[1 : batch_T + 1]
+    assert ended.any()
+    assert (batch.action[ended] != 0).all() and (next_prev_action[ended] == 0).all()
+    np.testing.assert_array_equal(batch.action[~ended], next_prev_action[~ended])
+
+
+def assert_same(a, b):
+    """Two (nested) batches hold equal arrays, field by field."""
+    if isinstance(a, tuple):
+        assert a._fields == b._fields
+        for x, y in zip(a, b, strict=True):
+            assert_same(x, y)
+    else:
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("interval", [0, 1, 4])
+@pytest.mark.parametrize(
+    "cls",
+    [
+        UniformSequenceReplayBuffer,
+        PrioritizedSequenceReplayBuffer,
+        UniformSequenceReplayFrameBuffer,
+        PrioritizedSequenceReplayFrameBuffer,
+        AsyncUniformSequenceReplayBuffer,
+        AsyncPrioritizedSequenceReplayBuffer,
+        AsyncUniformSequenceReplayFrameBuffer,
+        AsyncPrioritizedSequenceReplayFrameBuffer,
+    ],
+)
+def test_state_dict_round_trip_with_rnn_state_tuples(tmp_path, cls, interval):
+    """An rnn state like an LSTM's (h, c) saves and loads at any storing interval."""
+    world = World(B=2, n_frames=2 if cls.frame_based else 0, rnn=True, seed=interval)
+
+    def with_tuple_state(samples):
+        state = samples.prev_rnn_state
+        return samples._replace(prev_rnn_state=RnnState(h=state, c=-state))
+
+    chunks = [with_tuple_state(world.chunk(4)) for _ in range(6)]
+    example = with_tuple_state(world.example())
+
+    def make(seed):
+        return cls(example, 48, 2, interval, 3, discount=DISCOUNT, n_step_return=2, seed=seed)
+
+    original = make(1)
+    for chunk in chunks[:4]:
+        original.append_samples(chunk)
+    if hasattr(original, "update_batch_priorities"):
+        original.sample_batch(4)
+        original.update_batch_priorities([0.5, 2.0, 3.0, 0.1])
+    original.save(tmp_path / "replay.npz")
+    from_file, from_dict = make(2), make(3)
+    from_file.load(tmp_path / "replay.npz")
+    from_dict.load_state_dict(original.state_dict())
+    for chunk in [None, *chunks[4:]]:
+        for buffer in (original, from_file, from_dict):
+            if chunk is not None:
+                buffer.append_samples(chunk)
+        batch = original.sample_batch(4)
+        if interval:
+            assert isinstance(batch.init_rnn_state, RnnState)
+        assert_same(from_file.sample_batch(4), batch)
+        assert_same(from_dict.sample_batch(4), batch)

@@ -354,7 +354,7 @@ class R2D1(DQN):
         # One online pass over the batch_T training steps and the n after them: the first
         # batch_T give Q(s_t, a_t), the last batch_T double DQN's choice at s_{t+n}.
         qs, _ = agent(*inputs(wT), rnn_state)  # [bT + n, B, A]
-        q = select_at_indexes(self._taken_action(samples), qs[:bT])
+        q = select_at_indexes(samples.action[wT : wT + bT], qs[:bT])
         with torch.no_grad():
             target_qs, _ = agent.target(*inputs(wT), target_rnn_state)
             chooser = qs.detach()[n:] if self.double_dqn else target_qs[n:]
@@ -382,19 +382,6 @@ class R2D1(DQN):
         return value_rescale(
             return_ + not_done * discount_n * inv_value_rescale(bootstrap, eps), eps
         )
-
-    def _taken_action(self, samples: Any) -> torch.Tensor:
-        """The actions taken at the training steps, ``[batch_T, B]``.
-
-        A batch with an ``action`` field (taken actions from the sequence start) is read
-        directly. Otherwise step t's action is the previous action of step t + 1
-        (``all_action[t + 1]``), which the buffer zeroes where step t ended an episode.
-        """
-        wT, bT = self.warmup_T, self.batch_T
-        action = getattr(samples, "action", None)
-        if action is not None:
-            return action[wT : wT + bT]
-        return samples.all_action[wT + 1 : wT + 1 + bT]
 
     @staticmethod
     def _init_rnn_state(stored: Any) -> Any:

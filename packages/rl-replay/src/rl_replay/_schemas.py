@@ -44,16 +44,25 @@ SamplesFromReplayTLPri = namedarraytuple(
     "SamplesFromReplayTLPri", [*_ONE_STEP, "timeout", "timeout_n", "is_weights"]
 )
 
-_SEQUENCE = ["all_observation", "all_action", "all_reward", "return_", "done", "done_n"]
-SequenceSamplesFromReplay = namedarraytuple(
-    "SequenceSamplesFromReplay", [*_SEQUENCE, "init_rnn_state"]
-)
+_SEQUENCE = [
+    "all_observation",
+    "all_action",
+    "all_reward",
+    "return_",
+    "done",
+    "done_n",
+    "init_rnn_state",
+    "action",
+]
+SequenceSamplesFromReplay = namedarraytuple("SequenceSamplesFromReplay", _SEQUENCE)
 SequenceSamplesFromReplay.__doc__ = (
     "A batch of sequences, leading dims [T, batch_B]. all_observation holds batch_T + "
     "n_step_return steps from the start; all_action and all_reward the same count from one "
-    "step earlier (the previous action and reward of each observation); return_, done and "
-    "done_n batch_T steps; init_rnn_state [batch_B, ...] the stored state at the start."
+    "step earlier (the previous action and reward of each observation, zero at an episode's "
+    "first step); return_, done, done_n and action (the action taken at each step, also at "
+    "an episode's last) batch_T steps; init_rnn_state [batch_B, ...] the stored state at "
+    "the start."
 )
 SequenceSamplesFromReplayPri = namedarraytuple(
-    "SequenceSamplesFromReplayPri", [*_SEQUENCE, "init_rnn_state", "is_weights"]
+    "SequenceSamplesFromReplayPri", [*_SEQUENCE, "is_weights"]
 )

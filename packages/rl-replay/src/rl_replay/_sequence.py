@@ -15,7 +15,7 @@ import numpy as np
 
 from rl_arrays import extract_sequences
 
-from ._base import BaseNStepReturnBuffer
+from ._base import BaseNStepReturnBuffer, _flatten
 from ._prioritized import Prioritizer
 from ._schemas import SequenceSamplesFromReplay, SequenceSamplesFromReplayPri
 
@@ -93,8 +93,9 @@ class SequenceNStepReturnBuffer(BaseNStepReturnBuffer):
     def extract_batch(self, T_idxs: np.ndarray, B_idxs: np.ndarray, T: int) -> Any:
         """Sequences for training: see ``SequenceSamplesFromReplay`` for the fields.
 
-        Observations, actions and rewards span ``T + n_step_return`` steps so the targets
-        can be sliced from the same arrays.  ``T_idxs`` must hold stored rnn states.
+        Observations, previous actions and previous rewards span ``T + n_step_return``
+        steps so the targets can be sliced from the same arrays; the actions taken span
+        ``T``.  ``T_idxs`` must hold stored rnn states.
         """
         s, interval, n = self.samples, self.rnn_state_interval, self.n_step_return
         if interval > 1:
@@ -121,12 +122,13 @@ class SequenceNStepReturnBuffer(BaseNStepReturnBuffer):
             done=extract_sequences(s.done, T_idxs, B_idxs, T),
             done_n=extract_sequences(self.samples_done_n, T_idxs, B_idxs, T),
             init_rnn_state=init_rnn_state,
+            action=extract_sequences(s.action, T_idxs, B_idxs, T),
         )
 
     def _state_arrays(self) -> dict[str, np.ndarray]:
         arrays = super()._state_arrays()
         if self.rnn_state_interval > 1:
-            arrays["prev_rnn_state"] = self.samples_prev_rnn_state
+            arrays.update(_flatten("prev_rnn_state", self.samples_prev_rnn_state))
         return arrays
 
 
