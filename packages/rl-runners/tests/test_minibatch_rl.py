@@ -178,6 +178,25 @@ def test_eval_runner_evaluates_before_training_and_at_each_interval(tmp_path):
     assert "NewCompletedTrajs" not in header
 
 
+@pytest.mark.parametrize(("stop_return", "rows_at"), [(3.0, [0, 1]), (3.5, [0, 1, 3, 5])])
+def test_eval_runner_stops_once_an_evaluation_reaches_stop_return(tmp_path, stop_return, rows_at):
+    """Evaluations return 2 and 4 (mean 3): a bar of 3 ends the run after the first
+    evaluation during training (the one before training does not count), 3.5 never."""
+    eval_infos = [ToyTrajInfo(5, 2.0), ToyTrajInfo(7, 4.0)]
+    runner, run_dir = run(
+        tmp_path,
+        MinibatchRlEval,
+        n_steps=48,
+        sampler_kwargs=dict(eval_script=eval_infos),
+        stop_return=stop_return,
+    )
+    _, rows = read_progress(run_dir)
+    assert [int(r["Iteration"]) for r in rows] == rows_at
+    assert runner.sampler.calls[-1] == ("shutdown",)
+    with pytest.raises(ValueError, match="stop_return"):
+        MinibatchRlEval(*make(), n_steps=8, stop_return=float("nan"))
+
+
 def test_eval_runner_needs_an_evaluating_sampler():
     class NoEval:
         batch_spec = ToySampler().batch_spec

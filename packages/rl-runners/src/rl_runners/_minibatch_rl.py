@@ -63,7 +63,9 @@ class MinibatchRlBase:
     ``n_steps`` environment steps are run in iterations of one sampler batch, rounded up to
     whole log intervals of ``log_interval_steps`` (at least one iteration).  ``seed=None``
     draws one (``make_seed``).  ``affinity`` may hold ``master_cpus``, ``master_torch_threads``
-    and ``cuda_idx`` (the agent's GPU).
+    and ``cuda_idx`` (the agent's GPU).  ``checkpoint_replay``: each snapshot also keeps the
+    algorithm's replay buffer (its ``save_replay(path)`` / ``load_replay(path)``), in an
+    ``.npz`` file beside it, so a resumed run learns from the same data.
 
     ``train()`` runs from scratch; ``resume(path)`` continues a run from a checkpoint.  Rows
     go to the active ``logger_context`` (``progress.csv``), one per log interval, followed by
@@ -81,7 +83,16 @@ class MinibatchRlBase:
         seed: int | None = None,
         affinity: Mapping[str, Any] | None = None,
         log_interval_steps: int | float = 1e5,
+        checkpoint_replay: bool = False,
     ):
+        if checkpoint_replay and not (
+            hasattr(algo, "save_replay") and hasattr(algo, "load_replay")
+        ):
+            raise TypeError(
+                f"checkpoint_replay needs an algorithm with save_replay and load_replay; "
+                f"{type(algo).__name__} has no replay buffer to keep"
+            )
+        self.checkpoint_replay = bool(checkpoint_replay)
         extra = ("evaluate_agent",) if self._eval else ()
         for role, obj, more in (
             ("algo", algo, ()),
@@ -251,6 +262,8 @@ class MinibatchRlBase:
                     self.store_diagnostics(itr, traj_infos, opt_info)
                     if (itr + 1) % self.log_interval_itrs == 0:
                         self._log_interval(itr)
+                        if self._reached_stop_return:
+                            break
             completed = True
         except KeyboardInterrupt:
             logger.log(
@@ -260,6 +273,8 @@ class MinibatchRlBase:
             raise
         finally:
             self._shutdown(completed)
+
+    _reached_stop_return = False  # (MinibatchRlEval: an evaluation reached stop_return)
 
     def _done_itrs(self) -> int:
         return getattr(self, "_next_itr", 0)
@@ -287,7 +302,8 @@ class MinibatchRlBase:
         if pbar is not None:
             pbar.stop()
         self.sampler.shutdown()
-        logger.log("Training complete." if self._done_itrs() >= self.n_itr else "Runner stopped.")
+        done = self._done_itrs() >= self.n_itr or self._reached_stop_return
+        logger.log("Training complete." if done else "Runner stopped.")
 
     # ------------------------------------------------------ diagnostics
     def _updates(self) -> int:
@@ -436,7 +452,16 @@ class MinibatchRlBase:
                 return {"snapshot_id": snapshot_id, "next_itr": next_itr, "state": state}
 
             pickles = {SAMPLER_STATE: sampler_state}
+        replay_file = None
+        if self.checkpoint_replay:  # named after the snapshot: never paired with another one
+            replay_file = _replay_path(path, snapshot_id)
+            self.algo.save_replay(replay_file)
+            params["replay_file"] = replay_file.name
         logger.save_itr_params(itr, params, pickles)
+        if replay_file is not None:  # the older snapshot's replay, now unused
+            for old in path.parent.glob(_replay_path(path, "*").name):
+                if old != replay_file:
+                    old.unlink(missing_ok=True)
         logger.log(f"Saved snapshot {path.name}.")
 
     def _check_checkpoint(self, checkpoint: Any, path: Path) -> Any:
@@ -451,6 +476,11 @@ class MinibatchRlBase:
                     f"cannot resume from {str(path)!r}: it was saved with {key}={state[key]}, "
                     f"this runner has {getattr(self, key)}"
                 )
+        replay_name = checkpoint.get("replay_file")
+        if replay_name is not None and not (path.parent / replay_name).is_file():
+            raise FileNotFoundError(
+                f"cannot resume from {str(path)!r}: its replay buffer {replay_name!r} is missing"
+            )
         if self.seed is not None and self.seed != state["seed"]:
             raise ValueError(
                 f"cannot resume from {str(path)!r} with seed={self.seed}: the run used "
@@ -496,6 +526,16 @@ class MinibatchRlBase:
             self.algo.update_counter = checkpoint["cum_updates"]
         if sampler_state is not None:
             self.sampler.load_state_dict(sampler_state)
+        replay_name = checkpoint.get("replay_file")
+        if replay_name is not None:
+            if hasattr(self.algo, "load_replay"):
+                self.algo.load_replay(path.parent / replay_name)
+            else:
+                logger.log(
+                    "WARNING: the checkpoint holds a replay buffer this algorithm can't take."
+                )
+        elif hasattr(self.algo, "load_replay"):
+            logger.log("WARNING: the checkpoint holds no replay buffer; replay starts empty.")
         self._next_itr = self._last_log_next_itr = checkpoint["next_itr"]
         self._cum_completed_trajs = checkpoint["cum_completed_trajs"]
         self._load_runner_state(checkpoint["runner_state"])
@@ -503,6 +543,10 @@ class MinibatchRlBase:
         set_rng_state(checkpoint["rng_state"])
         self.pbar = ProgBarCounter(self.log_interval_itrs)
         logger.log(f"Resumed from {path} after {self._next_itr} iterations.")
+
+
+def _replay_path(checkpoint: Path, snapshot_id: str) -> Path:
+    return companion_path(checkpoint, f"replay-{snapshot_id}").with_suffix(".npz")
 
 
 class MinibatchRl(MinibatchRlBase):
@@ -546,9 +590,21 @@ class MinibatchRl(MinibatchRlBase):
 
 class MinibatchRlEval(MinibatchRlBase):
     """Runs RL on minibatches and evaluates the agent offline with
-    ``sampler.evaluate_agent`` before training and at each log interval."""
+    ``sampler.evaluate_agent`` before training and at each log interval.
+
+    ``stop_return``: training ends early, after the row and snapshot of the first evaluation
+    whose mean return reaches it (a task counted as solved).
+    """
 
     _eval = True
+
+    def __init__(self, *args: Any, stop_return: float | None = None, **kwargs: Any):
+        if stop_return is not None and not (
+            isinstance(stop_return, (int, float)) and math.isfinite(stop_return)
+        ):
+            raise ValueError(f"stop_return must be a finite number or None, got {stop_return!r}")
+        self.stop_return = stop_return
+        super().__init__(*args, **kwargs)
 
     def initialize_logging(self) -> None:
         super().initialize_logging()
@@ -562,6 +618,11 @@ class MinibatchRlEval(MinibatchRlBase):
     def _log_interval(self, itr: int) -> None:
         eval_traj_infos, eval_time = self.evaluate_agent(itr)
         self.log_diagnostics(itr, eval_traj_infos, eval_time)
+        returns = [_traj_record(info).get("Return", math.nan) for info in eval_traj_infos]
+        stop = self.stop_return
+        if stop is not None and returns and sum(returns) / len(returns) >= stop:
+            logger.log(f"Mean evaluation return reached stop_return={stop}: training ends.")
+            self._reached_stop_return = True
 
     def evaluate_agent(self, itr: int) -> tuple[list[Any], float]:
         """Offline evaluation: ``(trajectory infos, seconds it took)``; skipped (no
