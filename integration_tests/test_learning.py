@@ -4,7 +4,8 @@ budget.
 Each case trains one run per seed in ``RL_SUITE_LEARNING_SEEDS`` (comma-separated; default
 ``0``, what CI runs) and passes when at least 4 of every 5 seeds reach the bar (all of them
 with fewer than 5 seeds). A run's score is its best mean evaluation return over the
-evaluations logged within the budget. With ``RL_SUITE_LEARNING_RESULTS`` set to a file, one
+evaluations logged within the budget; a run ends early at the first evaluation that reaches
+the bar (``runner.stop_return``). With ``RL_SUITE_LEARNING_RESULTS`` set to a file, one
 JSON line per run is appended to it (the ``learning`` nox session prints them as a table).
 """
 
@@ -24,6 +25,9 @@ CASES = {
     "a2c-cartpole": ("cartpole-a2c", 500_000, 475, []),
     "recurrent-ppo-masked-cartpole": ("cartpole-masked-lstm", 300_000, 400, []),
     "gaussian-ppo-inverted-pendulum": ("inverted-pendulum", 150_000, 900, []),
+    "dqn-cartpole": ("cartpole-dqn", 100_000, 475, []),
+    "prioritized-dqn-cartpole": ("cartpole-dqn-prioritized", 100_000, 475, []),
+    "catdqn-cartpole": ("cartpole-catdqn", 100_000, 475, []),
 }
 
 
@@ -58,6 +62,7 @@ def test_preset_reaches_its_return(case, tmp_path):
     if preset == "inverted-pendulum":
         pytest.importorskip("mujoco", reason="InvertedPendulum-v5 needs gymnasium[mujoco]")
     results = {}
+    overrides = [*overrides, f"runner.stop_return={bar}"]  # reached: no need to go on
     for seed in SEEDS:
         best, steps_done = best_return(preset, steps, seed, tmp_path / case, overrides)
         _record(case, seed, best, bar, steps_done)

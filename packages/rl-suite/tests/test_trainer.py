@@ -162,3 +162,49 @@ def test_list_and_module_entry_point(capsys):
     )
     assert result.stdout.strip() == f"rl-suite {rl_suite.__version__}"
     assert json.loads(json.dumps(rl_suite.make_config("atari")))["env"] == "atari:pong"
+
+
+# Q-learning presets cut to a few iterations: learning starts after the second batch.
+def _tiny_q(preset, tmp_path, *changes):
+    config = rl_suite.make_config(preset, steps=2048, seed=1)
+    short = ["runner.log_interval_steps=1024", "sampler.eval_n_envs=2"]
+    short += ["sampler.eval_max_trajectories=2", "algo_kwargs.min_steps_learn=512"]
+    short += ["algo_kwargs.replay_ratio=1"]
+    return rl_suite.apply_overrides(config, [*short, *changes])
+
+
+@pytest.mark.parametrize("preset", ["cartpole-dqn", "cartpole-catdqn", "cartpole-r2d1"])
+def test_q_learning_presets_train(tmp_path, preset):
+    changes = ["sampler.batch_T=32", "algo_kwargs.store_rnn_state_interval=8"]
+    changes += ["algo_kwargs.warmup_T=8", "algo_kwargs.batch_T=16", "algo_kwargs.batch_B=4"]
+    run_dir = rl_suite.train(
+        _tiny_q(preset, tmp_path, *(changes if "r2d1" in preset else [])), tmp_path
+    )
+    rows = _rows(run_dir)
+    assert [int(r["CumSteps"]) for r in rows] == [0, 1024, 2048]
+    assert int(rows[-1]["CumUpdates"]) > 0
+    assert all(float(r["lossAverage"]) < float("inf") for r in rows[1:])
+    checkpoint = rl_suite._trainer.torch.load(run_dir / "params.pt", weights_only=True)
+    assert checkpoint["agent_state_dict"]["epsilon"]["itr_max"] > 0  # the schedule is kept
+
+
+def test_a_resumed_q_learning_run_keeps_its_replay_buffer(tmp_path):
+    """With checkpoint_replay the replay buffer is saved beside each checkpoint and loaded on
+    resume: after resuming, the buffer holds every step of the whole run."""
+    config = _tiny_q("cartpole-dqn", tmp_path, "runner.checkpoint_replay=True")
+    run_dir = rl_suite.train(config, tmp_path)
+    assert len(list(run_dir.glob("replay-*.npz"))) == 1  # the last checkpoint's only
+    params = json.loads((run_dir / "params.json").read_text())
+    params["config"]["steps"] = 3072  # one more log interval
+    (run_dir / "params.json").write_text(json.dumps(params))
+    runner = rl_suite.build(rl_suite.load_config(run_dir))
+    with rl_suite.logger_context(run_dir.parent, 1, "resume", override_prefix=True):
+        runner.resume(run_dir)
+    assert runner.algo.replay_buffer.t_total * 8 == 3072
+    assert [int(r["CumSteps"]) for r in _rows(run_dir)] == [0, 1024, 2048, 3072]
+
+
+def test_q_learning_refuses_continuous_actions(tmp_path, capsys):
+    assert main(["train", "dqn", "--env", "Pendulum-v1", "--log-dir", str(tmp_path)]) == 2
+    assert "dqn cannot act in Pendulum-v1's action space" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())

@@ -14,7 +14,7 @@ from typing import Any
 
 __all__ = ["ALGOS", "PRESETS", "PRESET_ABOUT", "apply_overrides", "default_preset", "make_config"]
 
-ALGOS = ("a2c", "ppo")
+ALGOS = ("a2c", "ppo", "dqn", "catdqn", "r2d1")
 
 DEFAULTS: dict[str, Any] = {
     "algo": "ppo",
@@ -37,9 +37,21 @@ DEFAULTS: dict[str, Any] = {
         "eval_max_steps": 40_000,
         "eval_max_trajectories": 16,
     },
+    # deterministic_eval: policy-gradient agents act greedily in evaluation (Q-learning
+    # agents always do, but with probability agent_kwargs.eps_eval act at random).
     "agent": {"recurrent": False, "deterministic_eval": False, "model_kwargs": {}},
+    "agent_kwargs": {},  # e.g. the Q-learning agents' eps_init, eps_final, eps_eval
     "algo_kwargs": {},
-    "runner": {"log_interval_steps": 10_000, "evaluate": True, "snapshot_mode": "last"},
+    # checkpoint_replay: the checkpoint also holds the replay buffer (replay algorithms), so
+    # a resumed run goes on learning from the same data; it can be large (Atari: gigabytes).
+    "runner": {
+        "log_interval_steps": 10_000,
+        "evaluate": True,
+        "snapshot_mode": "last",
+        "checkpoint_replay": False,
+        # stop_return: training ends after the first evaluation whose mean return reaches it
+        "stop_return": None,
+    },
 }
 
 # PPO on CartPole (rl-baselines3-zoo's tuned values; recurrent or not): 20 epochs of one
@@ -54,6 +66,51 @@ _CARTPOLE_PPO = {
     "entropy_loss_coeff": 0.0,
     "value_loss_coeff": 0.5,
     "linear_lr_schedule": True,
+}
+
+# DQN on CartPole (rl-baselines3-zoo's settings, as replay ratio and iterations: 128 updates
+# of 64 transitions after each 256 steps, the target net copied once per 128 updates,
+# epsilon from 1 to 0.04 over the first 8k steps, a 256x256 MLP), with double DQN, dueling
+# heads and 3-step returns.
+_CARTPOLE_DQN = {
+    "discount": 0.99,
+    "batch_size": 64,
+    "learning_rate": 2.3e-3,
+    "replay_size": 100_000,
+    "replay_ratio": 32,
+    "min_steps_learn": 1_000,
+    "target_update_interval": 128,
+    "eps_steps": 8_000,
+    "n_step_return": 3,
+    "double_dqn": True,
+    "delta_clip": 1.0,
+    "clip_grad_norm": 10.0,
+}
+_CARTPOLE_Q = {
+    "env": "CartPole-v1",
+    "steps": 100_000,
+    "torch_threads": 1,
+    "agent": {"model_kwargs": {"hidden_sizes": [256, 256], "dueling": True}},
+    "agent_kwargs": {"eps_final": 0.04, "eps_eval": 0.0},
+    "runner": {"log_interval_steps": 5_000},
+}
+
+# The reference's Atari DQN configuration: 104x80 frames, 4 of them (stored frame by frame),
+# clipped rewards, episodic lives, 16 environments x 2 steps per iteration.
+_ATARI_DQN = {
+    "env": "atari:pong",
+    "steps": 50_000_000,
+    "sampler": {
+        "kind": "cpu",
+        "batch_T": 2,
+        "batch_B": 16,
+        "max_decorrelation_steps": 1000,
+        "eval_n_envs": 8,
+        "eval_max_steps": 125_000,
+        "eval_max_trajectories": 16,
+    },
+    "runner": {"log_interval_steps": 1_000_000},
+    "agent_kwargs": {"eps_final": 0.01, "eps_eval": 0.001},
 }
 
 # Each preset: the algorithm it is for, and what it changes in the defaults.
@@ -141,6 +198,97 @@ PRESETS: dict[str, dict[str, Any]] = {
         "runner": {"log_interval_steps": 100_000},
         "algo_kwargs": {"discount": 0.99, "learning_rate": 7e-4, "entropy_loss_coeff": 0.01},
     },
+    "cartpole-dqn": {**_CARTPOLE_Q, "algo": "dqn", "algo_kwargs": _CARTPOLE_DQN},
+    "cartpole-dqn-prioritized": {
+        **_CARTPOLE_Q,
+        "algo": "dqn",
+        "algo_kwargs": {**_CARTPOLE_DQN, "prioritized_replay": True, "pri_beta_steps": 100_000},
+    },
+    "cartpole-catdqn": {
+        **_CARTPOLE_Q,
+        "algo": "catdqn",
+        # discounted returns of CartPole lie in [0, 1 / (1 - 0.99)]
+        "algo_kwargs": {**_CARTPOLE_DQN, "V_min": 0.0, "V_max": 100.0},
+    },
+    "cartpole-r2d1": {
+        **_CARTPOLE_Q,
+        "algo": "r2d1",
+        "agent": {"model_kwargs": {"hidden_sizes": [64], "lstm_size": 64}},
+        "sampler": {"batch_T": 40, "batch_B": 8},
+        "algo_kwargs": {
+            "discount": 0.99,
+            "batch_T": 40,
+            "batch_B": 16,
+            "warmup_T": 20,
+            "store_rnn_state_interval": 20,
+            "replay_size": 100_000,
+            "replay_ratio": 4,
+            "min_steps_learn": 5_000,
+            "target_update_interval": 100,
+            "n_step_return": 3,
+            "learning_rate": 1e-3,
+            "eps_steps": 20_000,
+        },
+    },
+    "atari-dqn": {
+        **_ATARI_DQN,
+        "algo": "dqn",
+        "algo_kwargs": {
+            "discount": 0.99,
+            "batch_size": 32,
+            "learning_rate": 1e-4,
+            "replay_size": 1_000_000,
+            "replay_ratio": 8,
+            "min_steps_learn": 50_000,
+            "target_update_interval": 312,
+            "eps_steps": 1_000_000,
+            "clip_grad_norm": 10.0,
+            "frame_buffer": True,
+        },
+    },
+    "atari-catdqn": {
+        **_ATARI_DQN,
+        "algo": "catdqn",
+        "algo_kwargs": {
+            "discount": 0.99,
+            "batch_size": 32,
+            "learning_rate": 2.5e-4,
+            "replay_size": 1_000_000,
+            "replay_ratio": 8,
+            "min_steps_learn": 50_000,
+            "target_update_interval": 312,
+            "eps_steps": 1_000_000,
+            "clip_grad_norm": 10.0,
+            "V_min": -10.0,
+            "V_max": 10.0,
+            "frame_buffer": True,
+        },
+    },
+    # R2D1 as the reference configures it: unclipped rewards (value rescaling instead), whole
+    # games as episodes, sequences of 40 + 80 steps, per-environment epsilons (Ape-X).
+    "atari-r2d1": {
+        **_ATARI_DQN,
+        "algo": "r2d1",
+        "env_kwargs": {"episodic_lives": False, "clip_reward": False, "horizon": 27_000},
+        "sampler": {**_ATARI_DQN["sampler"], "batch_T": 40, "batch_B": 32},
+        "agent_kwargs": {"eps_final": 0.1, "eps_final_min": 0.0005, "eps_eval": 0.001},
+        "algo_kwargs": {
+            "discount": 0.997,
+            "batch_T": 80,
+            "batch_B": 64,
+            "warmup_T": 40,
+            "store_rnn_state_interval": 40,
+            "replay_size": 1_000_000,
+            "replay_ratio": 1,
+            "min_steps_learn": 100_000,
+            "target_update_interval": 2500,
+            "n_step_return": 5,
+            "learning_rate": 1e-4,
+            "clip_grad_norm": 80.0,
+            "eps_steps": 1_000_000,
+            "frame_buffer": True,
+        },
+    },
 }
 
 
@@ -151,6 +299,13 @@ PRESET_ABOUT = {
     "inverted-pendulum": "Gaussian PPO on MuJoCo InvertedPendulum-v5, normalised observations",
     "atari": "PPO on Atari (atari:<game>), the reference's configuration, CPU workers",
     "atari-a2c": "A2C on Atari (atari:<game>), the reference's configuration, CPU workers",
+    "cartpole-dqn": "DQN (double, dueling, 3-step) on CartPole-v1, zoo settings: 100k steps",
+    "cartpole-dqn-prioritized": "the same with prioritized replay",
+    "cartpole-catdqn": "categorical DQN (51 atoms on [0, 100]) on CartPole-v1",
+    "cartpole-r2d1": "R2D1 on CartPole-v1: 40-step sequences after a 20-step burn-in",
+    "atari-dqn": "DQN on Atari (atari:<game>), the reference's configuration, frame buffer",
+    "atari-catdqn": "categorical DQN on Atari, the reference's configuration, frame buffer",
+    "atari-r2d1": "R2D1 on Atari, the reference's configuration, unclipped rewards",
 }
 assert PRESET_ABOUT.keys() == PRESETS.keys()
 
@@ -159,7 +314,9 @@ def default_preset(algo: str, env: str) -> str | None:
     """The preset made for ``algo`` on ``env`` (any Atari game for the Atari ones), if any:
     what ``train`` uses when no preset is named."""
     for name, preset in PRESETS.items():
-        special = preset.get("env_kwargs") or preset.get("agent", {}).get("recurrent")
+        special = "observation_indices" in preset.get("env_kwargs", {}) or preset.get(
+            "agent", {}
+        ).get("recurrent")
         if preset["algo"] != algo or special:
             continue
         if preset["env"] == env or (preset["env"].startswith("atari:") and _is_atari(env)):

@@ -18,14 +18,20 @@ from typing import Any
 import torch
 
 from rl_agents import (
+    AtariCatDqnAgent,
+    AtariDqnAgent,
     AtariFfAgent,
     AtariLstmAgent,
+    AtariR2d1Agent,
     CategoricalFfAgent,
     CategoricalLstmAgent,
     MujocoFfAgent,
     MujocoLstmAgent,
+    VectorCatDqnAgent,
+    VectorDqnAgent,
+    VectorR2d1Agent,
 )
-from rl_algos import A2C, PPO
+from rl_algos import A2C, DQN, PPO, R2D1, CategoricalDQN
 from rl_runners import MinibatchRl, MinibatchRlEval, find_checkpoint, logger_context
 from rl_samplers import (
     AtariTrajInfo,
@@ -44,7 +50,13 @@ from ._envs import is_atari, make_env
 
 __all__ = ["build", "evaluate", "load_config", "resume", "run_dir_for", "train"]
 
-ALGO_CLASSES = {"a2c": A2C, "ppo": PPO}
+ALGO_CLASSES = {"a2c": A2C, "ppo": PPO, "dqn": DQN, "catdqn": CategoricalDQN, "r2d1": R2D1}
+# The Q-learning agents, by algorithm: (for image observations, for vector observations).
+Q_AGENTS = {
+    "dqn": (AtariDqnAgent, VectorDqnAgent),
+    "catdqn": (AtariCatDqnAgent, VectorCatDqnAgent),
+    "r2d1": (AtariR2d1Agent, VectorR2d1Agent),
+}
 SAMPLER_CLASSES = {"serial": SerialSampler, "cpu": CpuSampler, "gpu": GpuSampler}
 # (sampler kind, mid_batch_reset) -> collector
 COLLECTORS = {
@@ -56,7 +68,11 @@ COLLECTORS = {
     ("gpu", False): GpuWaitResetCollector,
 }
 # The action spaces each algorithm can act in.
-ACTION_KINDS = {"a2c": {"discrete", "continuous"}, "ppo": {"discrete", "continuous"}}
+ACTION_KINDS = {
+    "a2c": {"discrete", "continuous"},
+    "ppo": {"discrete", "continuous"},
+    **{algo: {"discrete"} for algo in Q_AGENTS},
+}
 assert set(ALGO_CLASSES) == set(ALGOS) == set(ACTION_KINDS)
 
 
@@ -96,6 +112,8 @@ def agent_class(config: dict[str, Any], spaces: Any) -> type:
             f"{' or '.join(sorted(ACTION_KINDS[algo]))} actions"
         )
     ndim = len(spaces.observation.shape)
+    if algo in Q_AGENTS and ndim in (1, 3):
+        return Q_AGENTS[algo][ndim == 1]
     if ndim == 3 and kind == "discrete":
         return AtariLstmAgent if recurrent else AtariFfAgent
     if ndim == 1 and kind == "discrete":
@@ -106,6 +124,18 @@ def agent_class(config: dict[str, Any], spaces: Any) -> type:
         f"no agent for {config['env']}: observations of shape {spaces.observation.shape} with "
         f"{kind} actions (the trainer has agents for vector or [C, H, W] image observations)"
     )
+
+
+def make_agent(config: dict[str, Any], spaces: Any, deterministic_eval: bool) -> Any:
+    """The agent for ``config``, not yet initialized; ``deterministic_eval``: greedy actions
+    in eval mode (for a Q-learning agent, an evaluation epsilon of 0)."""
+    AgentCls = agent_class(config, spaces)
+    kwargs = dict(config["agent_kwargs"], model_kwargs=config["agent"]["model_kwargs"])
+    if config["algo"] not in Q_AGENTS:
+        kwargs["deterministic_eval"] = deterministic_eval
+    elif deterministic_eval:
+        kwargs["eps_eval"] = 0.0
+    return _construct(AgentCls, "agent settings", kwargs)
 
 
 def _construct(cls: type, what: str, kwargs: dict[str, Any]) -> Any:
@@ -156,15 +186,7 @@ def build(config: dict[str, Any]) -> Any:
         raise ValueError(f"sampler.kind must be one of {', '.join(SAMPLER_CLASSES)}, got {kind!r}")
     affinity = _affinity(config)
     spaces = probe_spaces(config)
-    AgentCls = agent_class(config, spaces)
-    agent = _construct(
-        AgentCls,
-        "agent settings",
-        dict(
-            model_kwargs=config["agent"]["model_kwargs"],
-            deterministic_eval=config["agent"]["deterministic_eval"],
-        ),
-    )
+    agent = make_agent(config, spaces, config["agent"]["deterministic_eval"])
     algo = _construct(ALGO_CLASSES[config["algo"]], "algo_kwargs", config["algo_kwargs"])
     evaluate = runner_config["evaluate"]
     sampler = _construct(
@@ -183,11 +205,17 @@ def build(config: dict[str, Any]) -> Any:
             eval_max_trajectories=sampler_config["eval_max_trajectories"],
         ),
     )
+    runner_kwargs = {}
+    if runner_config["stop_return"] is not None:
+        if not evaluate:
+            raise ValueError("runner.stop_return needs runner.evaluate=True")
+        runner_kwargs["stop_return"] = runner_config["stop_return"]
     RunnerCls = MinibatchRlEval if evaluate else MinibatchRl
     return _construct(
         RunnerCls,
         "runner settings",
         dict(
+            **runner_kwargs,
             algo=algo,
             agent=agent,
             sampler=sampler,
@@ -195,6 +223,7 @@ def build(config: dict[str, Any]) -> Any:
             seed=config["seed"],
             affinity=affinity,
             log_interval_steps=runner_config["log_interval_steps"],
+            checkpoint_replay=runner_config["checkpoint_replay"],
         ),
     )
 
@@ -274,10 +303,7 @@ def evaluate(
         raise ValueError(f"episodes must be a positive int, got {episodes!r}")
     config = load_config(run_dir)
     checkpoint = torch.load(find_checkpoint(run_dir), map_location="cpu", weights_only=True)
-    spaces = probe_spaces(config)
-    agent = agent_class(config, spaces)(
-        model_kwargs=config["agent"]["model_kwargs"], deterministic_eval=deterministic
-    )
+    agent = make_agent(config, probe_spaces(config), deterministic)
     # One environment, episodes one after another: with several at once, the first episodes to
     # end (the short ones) would fill the count before the long ones finish.
     sampler = SerialSampler(
