@@ -201,19 +201,24 @@ def integration(session: nox.Session) -> None:
     _pytest(session, ROOT / "integration_tests")
 
 
+LEARNING_TESTS = ("test_learning.py", "test_memory_task.py")
+
+
 @nox.session
 def learning(session: nox.Session) -> None:
     """The learning tests with every seed (0-4, or `-- seeds` given as `nox -s learning -- 0,1`),
-    then a table of each run's best evaluation return within its step budget (a run goes on to
-    its next log interval: "ran to"). Not part of the default run: about 40 minutes on a
-    2-core machine."""
+    then a table of each run's best evaluation return within its step budget ("ran to": where
+    the run stopped, at the first evaluation that reached the bar or at the end of the log
+    interval that holds the budget). Not part of the default run: about 40 minutes on a 2-core
+    machine."""
     _install(session, "rl-suite", *END_TO_END_TOOLS)
     seeds = session.posargs[0] if session.posargs else "0,1,2,3,4"
     results = Path(session.create_tmp()).resolve() / "learning_results.jsonl"
     results.unlink(missing_ok=True)
     env = {"RL_SUITE_LEARNING_SEEDS": seeds, "RL_SUITE_LEARNING_RESULTS": str(results)}
     try:
-        session.run("pytest", str(ROOT / "integration_tests" / "test_learning.py"), env=env)
+        tests = [str(ROOT / "integration_tests" / name) for name in LEARNING_TESTS]
+        session.run("pytest", *tests, env=env)
     finally:
         if results.exists():
             rows = [json.loads(line) for line in results.read_text().splitlines()]
