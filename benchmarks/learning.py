@@ -70,6 +70,9 @@ The load average printed before and after says whether the machine was quiet: co
 quiet runs.
 
 ``--quick``: 2048 steps (8 iterations, one log interval), one seed, 2 evaluation episodes.
+
+DQN (CartPole-v1 with the zoo's settings, and Pong with the Nature CNN) has its own script under
+the same rules: ``python benchmarks/learning_dqn.py``.
 """
 
 from __future__ import annotations
