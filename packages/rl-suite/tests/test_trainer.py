@@ -151,7 +151,7 @@ def test_plot_draws_several_runs(tmp_path, capsys):
 def test_list_and_module_entry_point(capsys):
     assert main(["list"]) == 0
     out = capsys.readouterr().out
-    assert "algorithms: a2c, ppo" in out
+    assert "algorithms: a2c, ppo, dqn, catdqn, r2d1" in out
     assert all(name in out for name in rl_suite.PRESETS)
     result = subprocess.run(
         [sys.executable, "-m", "rl_suite", "--version"],

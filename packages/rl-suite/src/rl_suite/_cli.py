@@ -160,8 +160,10 @@ def _list() -> None:
     print("algorithms: " + ", ".join(ALGOS))
     print("presets:")
     width = max(map(len, PRESETS))
+    algo_width = max(len(preset["algo"]) for preset in PRESETS.values())
     for name, preset in PRESETS.items():
-        print(f"  {name:<{width}}  {preset['algo']:<4} {preset['env']:<20} {PRESET_ABOUT[name]}")
+        algo, env = preset["algo"], preset["env"]
+        print(f"  {name:<{width}}  {algo:<{algo_width}}  {env:<20} {PRESET_ABOUT[name]}")
 
 
 def main(argv: list[str] | None = None) -> int:
