@@ -2,6 +2,7 @@ import io
 import os
 import pickle
 import random
+import signal
 
 import numpy as np
 import pytest
@@ -81,6 +82,27 @@ def test_atomic_write_never_leaves_a_half_written_file(tmp_path):
     assert os.listdir(tmp_path) == ["params.pt"]  # the temporary file is gone
     atomic_write(target, lambda f: f.write(b"new"))
     assert target.read_bytes() == b"new"
+
+
+def test_ctrl_c_during_a_write_takes_effect_once_the_file_is_complete(tmp_path):
+    """A KeyboardInterrupt raised inside torch.save's writer (a C++ caller) can abort the
+    process or vanish; atomic_write holds it until the file is in place, then raises it."""
+    target = tmp_path / "params.pt"
+
+    def interrupted_half_way(f):
+        f.write(b"first half, ")
+        os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C
+        f.write(b"second half")
+
+    with pytest.raises(KeyboardInterrupt):
+        atomic_write(target, interrupted_half_way)
+    assert target.read_bytes() == b"first half, second half"
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handler restored
+    with pytest.raises(KeyboardInterrupt):  # and torch.save's own writer
+        atomic_write(
+            target, lambda f: (os.kill(os.getpid(), signal.SIGINT), torch.save({"x": 1}, f))
+        )
+    assert torch.load(target, weights_only=True) == {"x": 1}
 
 
 def test_a_failed_snapshot_keeps_the_previous_one(tmp_path):

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import re
-from collections.abc import Callable
+import signal
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -23,11 +26,38 @@ __all__ = [
 _ITR_FILE = re.compile(r"itr_(\d+)\.pt")
 
 
+@contextlib.contextmanager
+def _ctrl_c_deferred() -> Iterator[None]:
+    """Hold a Ctrl-C (SIGINT) that arrives inside the block until the block ends. A
+    KeyboardInterrupt raised inside ``torch.save``'s writer, which calls back into Python from
+    C++, can abort the process or be lost; after the write it is an ordinary interrupt."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # (only the main thread receives signals)
+        return
+    received: list[Any] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: received.append(frame))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if received and callable(previous):
+            previous(signal.SIGINT, received[0])  # Python's handler: raises KeyboardInterrupt
+        elif received and previous == signal.SIG_DFL:
+            os.kill(os.getpid(), signal.SIGINT)
+
+
 def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], None]) -> Path:
     """Write ``path`` through ``write(file)`` into a temporary file beside it, then rename it
-    over ``path``: readers see the old file or the complete new one, never a part."""
+    over ``path``: readers see the old file or the complete new one, never a part. A Ctrl-C
+    during the write takes effect once the file is in place."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with _ctrl_c_deferred():
+        _write_and_rename(tmp, path, write)
+    return path
+
+
+def _write_and_rename(tmp: Path, path: Path, write: Callable[[IO[bytes]], None]) -> None:
     try:
         with open(tmp, "wb") as f:
             write(f)
@@ -37,7 +67,6 @@ def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], None]) ->
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    return path
 
 
 def save_torch(obj: Any, path: str | os.PathLike) -> Path:
