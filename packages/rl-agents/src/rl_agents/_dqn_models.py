@@ -17,9 +17,15 @@ import torch
 
 from rl_arrays import infer_leading_dims, restore_leading_dims, to_onehot
 
-from ._model_components import Conv2dHeadModel, MlpModel
+from ._model_components import MlpModel
 from ._model_utils import scale_grad
-from ._pg_models import RnnState, _rnn_state_tuple, _scaled_images, _VectorObservationModel
+from ._pg_models import (
+    RnnState,
+    _atari_conv,
+    _rnn_state_tuple,
+    _scaled_images,
+    _VectorObservationModel,
+)
 
 __all__ = [
     "AtariCatDqnModel",
@@ -154,27 +160,6 @@ def _q_head(
     return DistributionalHeadModel(input_size, hidden_sizes, output_size, n_atoms)
 
 
-def _dqn_conv(
-    image_shape: Sequence[int],
-    fc_sizes: int | Sequence[int] | None,
-    use_maxpool: bool,
-    channels: Sequence[int] | None,
-    kernel_sizes: Sequence[int] | None,
-    strides: Sequence[int] | None,
-    paddings: Sequence[int] | None,
-) -> Conv2dHeadModel:
-    """The conv torso (+ ReLU fully connected layers when ``fc_sizes``)."""
-    return Conv2dHeadModel(
-        image_shape=image_shape,
-        channels=_DQN_CONV["channels"] if channels is None else channels,
-        kernel_sizes=_DQN_CONV["kernel_sizes"] if kernel_sizes is None else kernel_sizes,
-        strides=_DQN_CONV["strides"] if strides is None else strides,
-        paddings=_DQN_CONV["paddings"] if paddings is None else paddings,
-        use_maxpool=use_maxpool,
-        hidden_sizes=fc_sizes,
-    )
-
-
 def _onehot_prev_action(prev_action: torch.Tensor, n: int, dtype: torch.dtype) -> torch.Tensor:
     """Integer actions one-hot encoded; float input is taken as already one-hot."""
     if not prev_action.is_floating_point():
@@ -200,8 +185,8 @@ class _AtariQModel(torch.nn.Module):
         paddings: Sequence[int] | None,
     ):
         super().__init__()
-        self.conv = _dqn_conv(
-            image_shape, None, use_maxpool, channels, kernel_sizes, strides, paddings
+        self.conv = _atari_conv(
+            image_shape, None, use_maxpool, channels, kernel_sizes, strides, paddings, _DQN_CONV
         )
         self.head = _q_head(self.conv.output_size, fc_sizes, output_size, dueling, n_atoms)
         self.dueling = bool(dueling)
@@ -305,8 +290,8 @@ class AtariR2d1Model(torch.nn.Module):
     ):
         super().__init__()
         self.output_size = output_size
-        self.conv = _dqn_conv(
-            image_shape, fc_size, use_maxpool, channels, kernel_sizes, strides, paddings
+        self.conv = _atari_conv(
+            image_shape, fc_size, use_maxpool, channels, kernel_sizes, strides, paddings, _DQN_CONV
         )
         self.lstm = torch.nn.LSTM(self.conv.output_size + output_size + 1, lstm_size)
         self.head = _q_head(lstm_size, head_size, output_size, dueling)

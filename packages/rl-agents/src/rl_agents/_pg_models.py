@@ -40,20 +40,22 @@ _ATARI_CONV = dict(channels=[16, 32], kernel_sizes=[8, 4], strides=[4, 2], paddi
 
 def _atari_conv(
     image_shape: Sequence[int],
-    fc_sizes: int | Sequence[int],
+    fc_sizes: int | Sequence[int] | None,
     use_maxpool: bool,
     channels: Sequence[int] | None,
     kernel_sizes: Sequence[int] | None,
     strides: Sequence[int] | None,
     paddings: Sequence[int] | None,
+    defaults: dict[str, list[int]] = _ATARI_CONV,
 ) -> Conv2dHeadModel:
-    """The conv torso + fully connected layer(s) (with nonlinearity) of the Atari models."""
+    """The conv torso + fully connected layer(s) (with nonlinearity, when ``fc_sizes``) of
+    the Atari models; the conv settings not given come from ``defaults``."""
     return Conv2dHeadModel(
         image_shape=image_shape,
-        channels=_ATARI_CONV["channels"] if channels is None else channels,
-        kernel_sizes=_ATARI_CONV["kernel_sizes"] if kernel_sizes is None else kernel_sizes,
-        strides=_ATARI_CONV["strides"] if strides is None else strides,
-        paddings=_ATARI_CONV["paddings"] if paddings is None else paddings,
+        channels=defaults["channels"] if channels is None else channels,
+        kernel_sizes=defaults["kernel_sizes"] if kernel_sizes is None else kernel_sizes,
+        strides=defaults["strides"] if strides is None else strides,
+        paddings=defaults["paddings"] if paddings is None else paddings,
         use_maxpool=use_maxpool,
         hidden_sizes=fc_sizes,
     )
