@@ -24,7 +24,7 @@ from rl_replay import (
     UniformReplayFrameBuffer,
 )
 
-from ._pg import check_count, check_number
+from ._pg import check_count, check_number, clip_and_step
 from ._protocols import QAgentLike
 
 __all__ = ["DQN", "DqnOptInfo", "huber_loss"]
@@ -437,10 +437,7 @@ class DQN:
 
     def _clip_and_step(self) -> float:
         """Clip the gradient norm, take an optimizer step; returns the norm before clipping."""
-        max_norm = math.inf if self.clip_grad_norm is None else self.clip_grad_norm
-        grad_norm = torch.nn.utils.clip_grad_norm_(self._params, max_norm)
-        self._optimizer.step()
-        return float(grad_norm)
+        return float(clip_and_step(self._optimizer, self._params, self.clip_grad_norm))
 
     def _to_device(self, batch: Any) -> Any:
         return buffer_to(torchify_buffer(batch), self._agent.device)

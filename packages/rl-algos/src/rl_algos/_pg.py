@@ -46,6 +46,17 @@ def check_count(name: str, value: Any, low: int = 1) -> None:
         raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
 
 
+def clip_and_step(
+    optimizer: torch.optim.Optimizer, params: Any, clip_grad_norm: float | None
+) -> torch.Tensor:
+    """Clip the gradients' norm to ``clip_grad_norm`` (None: no clipping), take an optimizer
+    step; returns the norm before clipping (a tensor: reading it waits for the device)."""
+    max_norm = math.inf if clip_grad_norm is None else clip_grad_norm
+    grad_norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
+    optimizer.step()
+    return grad_norm
+
+
 class PolicyGradientAlgo:
     """Base of the on-policy actor-critic algorithms (A2C, PPO).
 
@@ -258,9 +269,7 @@ class PolicyGradientAlgo:
     def _clip_and_step(self) -> torch.Tensor:
         """Clip the gradient norm, take an optimizer step; returns the norm before clipping
         (a tensor: reading it as a number waits for the device)."""
-        max_norm = math.inf if self.clip_grad_norm is None else self.clip_grad_norm
-        grad_norm = torch.nn.utils.clip_grad_norm_(self._params, max_norm)
-        self._optimizer.step()
+        grad_norm = clip_and_step(self._optimizer, self._params, self.clip_grad_norm)
         self.update_counter += 1
         return grad_norm
 
