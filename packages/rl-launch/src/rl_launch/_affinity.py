@@ -1,0 +1,595 @@
+"""Hardware affinity: split a machine's cores (and GPUs) into run slots, and say which cpus,
+torch threads and GPU each process of a run uses.
+
+The machine model is rlpyt's: physical cores are numbered ``0 .. n_cpu_core - 1``, core ``c``'s
+second hardware thread (if used) is ``c + hyperthread_offset``, and the cores are split evenly
+and in order over ``n_socket`` sockets.  ``encode_affinity`` turns the resources and the share
+of each run into a short code (a command-line argument); ``affinity_from_code`` turns a code
+that names a run slot into the dicts the samplers and runners read.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import psutil
+
+__all__ = [
+    "AffinityDict",
+    "Hardware",
+    "affinity_from_code",
+    "detect_hardware",
+    "encode_affinity",
+    "make_affinity",
+    "n_run_slots",
+    "visible_gpu_count",
+]
+
+_SYS_CPU = Path("/sys/devices/system/cpu")
+_NVIDIA_GPUS = Path("/proc/driver/nvidia/gpus")
+
+
+class AffinityDict(dict):
+    """A dict whose keys are also attributes (``affinity.cuda_idx``); it pickles as a dict."""
+
+    __slots__ = ()
+
+    def __getattr__(self, key: str) -> Any:
+        try:
+            return self[key]
+        except KeyError:
+            raise AttributeError(f"the affinity has no key {key!r}") from None
+
+
+# ----------------------------------------------------------------------------- the machine
+class Hardware(NamedTuple):
+    """What ``detect_hardware`` found (the defaults of ``encode_affinity``)."""
+
+    n_cpu_core: int  # physical cores
+    hyperthread_offset: int  # core c's second thread is c + offset; 0: none usable
+    n_socket: int
+    n_gpu: int | None  # visible NVIDIA GPUs; None when it cannot be told without torch
+
+
+def _cpu_list(text: str) -> set[int]:
+    """Parse a kernel cpu list such as ``0-3,8,10-11``."""
+    cpus: set[int] = set()
+    for part in text.strip().split(","):
+        if part:
+            first, _, last = part.partition("-")
+            cpus.update(range(int(first), int(last or first) + 1))
+    return cpus
+
+
+def _topology(cpu: int, name: str) -> str | None:
+    try:
+        return (_SYS_CPU / f"cpu{cpu}" / "topology" / name).read_text()
+    except OSError:
+        return None
+
+
+def _detect_hyperthread_offset(n_core: int, n_logical: int) -> int:
+    """``n_core`` when every core ``c`` is paired with thread ``c + n_core`` (the usual Linux
+    numbering); 0 when there are no hyperthreads or they are numbered some other way (then
+    only one thread per core is used)."""
+    if n_logical != 2 * n_core:
+        return 0
+    for core in range(n_core):
+        siblings = _topology(core, "thread_siblings_list")
+        if siblings is None or _cpu_list(siblings) != {core, core + n_core}:
+            return 0
+    return n_core
+
+
+def _detect_n_socket(n_core: int) -> int:
+    """The sockets, when core ``c`` sits on socket ``c // (n_core / n_socket)``; else 1 (the
+    layout then ignores sockets rather than trust a numbering it does not understand)."""
+    packages = [_topology(core, "physical_package_id") for core in range(n_core)]
+    if None in packages:
+        return 1
+    ids = [int(p) for p in packages if p is not None]
+    order = list(dict.fromkeys(ids))
+    n_socket = len(order)
+    if n_core % n_socket:
+        return 1
+    per_socket = n_core // n_socket
+    if any(order.index(ids[core]) != core // per_socket for core in range(n_core)):
+        return 1
+    return n_socket
+
+
+def visible_gpu_count() -> int | None:
+    """NVIDIA GPUs this process may use, found without torch: the entries of
+    ``CUDA_VISIBLE_DEVICES`` when it is set (up to the first negative one, as CUDA reads it),
+    else the GPUs the driver lists in ``/proc/driver/nvidia/gpus``; None when neither says."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        count = 0
+        for entry in visible.split(","):
+            if not entry.strip() or entry.strip().startswith("-"):
+                break
+            count += 1
+        return count
+    if _NVIDIA_GPUS.is_dir():
+        return sum(1 for _ in _NVIDIA_GPUS.iterdir())
+    return None
+
+
+def detect_hardware() -> Hardware:
+    """This machine's physical cores, hyperthread numbering, sockets and GPUs (psutil, sysfs)."""
+    n_logical = psutil.cpu_count(logical=True) or 1
+    n_core = psutil.cpu_count(logical=False) or n_logical
+    return Hardware(
+        n_cpu_core=n_core,
+        hyperthread_offset=_detect_hyperthread_offset(n_core, n_logical),
+        n_socket=_detect_n_socket(n_core),
+        n_gpu=visible_gpu_count(),
+    )
+
+
+def _allowed_cpus() -> set[int]:
+    if hasattr(os, "sched_getaffinity"):
+        return set(os.sched_getaffinity(0))
+    return set(range(psutil.cpu_count(logical=True) or 1))
+
+
+# ----------------------------------------------------------------------------- the code
+@dataclass(frozen=True)
+class _Spec:
+    """Every ``encode_affinity`` argument, resolved (no None left), in code order."""
+
+    n_cpu_core: int
+    n_gpu: int
+    contexts_per_gpu: int
+    gpu_per_run: int
+    cpu_per_run: int  # 0 with GPUs: a run's cores then follow from the GPUs
+    cpu_per_worker: int
+    cpu_reserved: int
+    hyperthread_offset: int
+    n_socket: int
+    async_sample: bool
+    sample_gpu_per_run: int
+    optim_sample_share_gpu: bool
+    alternating: bool
+    set_affinity: bool
+
+
+# The token that stands for each argument in a code: "<token><int>", joined by "_".
+_TOKENS = {
+    "n_cpu_core": "cpu",
+    "n_gpu": "gpu",
+    "contexts_per_gpu": "cxg",
+    "gpu_per_run": "gpr",
+    "cpu_per_run": "cpr",
+    "cpu_per_worker": "cpw",
+    "cpu_reserved": "res",
+    "hyperthread_offset": "hto",
+    "n_socket": "skt",
+    "async_sample": "async",
+    "sample_gpu_per_run": "sgr",
+    "optim_sample_share_gpu": "share",
+    "alternating": "alt",
+    "set_affinity": "pin",
+}
+_SLOT_TOKEN = "slot"
+_BOOLS = {f.name for f in fields(_Spec) if f.type in ("bool", bool)}
+
+
+def _encode(spec: _Spec, run_slot: int | None) -> str:
+    tokens = [f"{_SLOT_TOKEN}{run_slot}"] if run_slot is not None else []
+    tokens += [f"{_TOKENS[name]}{int(value)}" for name, value in asdict(spec).items()]
+    return "_".join(tokens)
+
+
+def _decode(code: str) -> tuple[_Spec, int | None]:
+    """The spec and run slot of a code, unchecked (``_layout`` checks the spec, so that a
+    hand-edited code gets the same errors as ``encode_affinity``'s arguments)."""
+    if not isinstance(code, str):
+        raise TypeError(f"affinity code must be a str, got {type(code).__name__}")
+    names = {token: name for name, token in _TOKENS.items()}
+    values: dict[str, int] = {}
+    run_slot = None
+    for token in code.split("_"):
+        match = re.fullmatch(r"([a-z]+)([0-9]+)", token)
+        if match is None:
+            raise ValueError(f"affinity code {code!r}: {token!r} is not <name><number>")
+        key, number = match.group(1), int(match.group(2))
+        if key == _SLOT_TOKEN:
+            run_slot = number
+        elif key in names and names[key] not in values:
+            values[names[key]] = number
+        else:
+            raise ValueError(f"affinity code {code!r}: unknown or repeated field {key!r}")
+    missing = [_TOKENS[name] for name in _TOKENS if name not in values]
+    if missing:
+        raise ValueError(f"affinity code {code!r} lacks {', '.join(missing)}")
+    return _Spec(**{k: bool(v) if k in _BOOLS else v for k, v in values.items()}), run_slot
+
+
+# ----------------------------------------------------------------------------- the layout
+class _Proc(NamedTuple):
+    """One process of a run: its physical cores, its GPU, and how many of its first cores
+    are kept out of the sampler's workers."""
+
+    cores: tuple[int, ...]
+    cuda_idx: int | None
+    n_reserved: int
+
+
+class _Slot(NamedTuple):
+    """One run: its processes (the optimizer's, when async), and the async sampler."""
+
+    processes: list[_Proc]
+    sampler: _Proc | None
+
+
+def _check_int(name: str, value: Any, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
+
+
+def _check_spec(s: _Spec) -> None:
+    """Refuse arguments that contradict each other (before any layout is attempted)."""
+    for name, minimum in (
+        ("n_cpu_core", 1),
+        ("n_gpu", 0),
+        ("contexts_per_gpu", 1),
+        ("gpu_per_run", 1),
+        ("cpu_per_run", 0),
+        ("cpu_per_worker", 1),
+        ("cpu_reserved", 0),
+        ("hyperthread_offset", 0),
+        ("n_socket", 1),
+        ("sample_gpu_per_run", 0),
+    ):
+        _check_int(name, getattr(s, name), minimum)
+    for name in _BOOLS:
+        if not isinstance(getattr(s, name), bool):
+            raise ValueError(f"{name} must be a bool, got {getattr(s, name)!r}")
+    if 0 < s.hyperthread_offset < s.n_cpu_core:
+        raise ValueError(
+            f"hyperthread_offset={s.hyperthread_offset} is less than n_cpu_core={s.n_cpu_core}: "
+            "the hyperthreads' cpu ids would be cores' ids (use 0 for no hyperthreads)"
+        )
+    if s.n_cpu_core % s.n_socket:
+        raise ValueError(f"n_cpu_core={s.n_cpu_core} is not a multiple of n_socket={s.n_socket}")
+    if not s.async_sample:
+        for name, default in (("sample_gpu_per_run", 0), ("optim_sample_share_gpu", False)):
+            if getattr(s, name) != default:
+                raise ValueError(f"{name}={getattr(s, name)!r} applies only with async_sample=True")
+    if s.n_gpu == 0:
+        for name, default in (
+            ("contexts_per_gpu", 1),
+            ("gpu_per_run", 1),
+            ("sample_gpu_per_run", 0),
+            ("optim_sample_share_gpu", False),
+        ):
+            if getattr(s, name) != default:
+                raise ValueError(f"{name}={getattr(s, name)!r} needs GPUs, but n_gpu=0")
+        if s.cpu_per_run == 0:
+            raise ValueError("cpu_per_run must be an int >= 1 without GPUs, got 0")
+        if s.cpu_per_run > s.n_cpu_core:
+            raise ValueError(
+                f"cpu_per_run={s.cpu_per_run} is more than the n_cpu_core={s.n_cpu_core} cores"
+            )
+        return
+    if s.cpu_per_run:
+        raise ValueError(
+            f"cpu_per_run={s.cpu_per_run} applies only without GPUs (n_gpu=0); with GPUs the "
+            "cores are split evenly over the run slots, which the GPUs decide"
+        )
+    if s.gpu_per_run > s.n_gpu:
+        raise ValueError(f"gpu_per_run={s.gpu_per_run} is more than the n_gpu={s.n_gpu} GPUs")
+    if s.contexts_per_gpu > 1 and (s.gpu_per_run > 1 or s.async_sample):
+        raise ValueError(
+            f"contexts_per_gpu={s.contexts_per_gpu} (runs sharing a GPU) needs gpu_per_run=1 "
+            "and async_sample=False"
+        )
+    if s.async_sample:
+        if s.sample_gpu_per_run > 1:
+            raise ValueError(
+                f"sample_gpu_per_run={s.sample_gpu_per_run}: the async samplers run one action "
+                "server, on one GPU (use 0 or 1)"
+            )
+        if s.optim_sample_share_gpu and s.sample_gpu_per_run == 0:
+            raise ValueError(
+                "optim_sample_share_gpu=True needs sample_gpu_per_run=1 (the sampler's GPU "
+                "is then the optimizer's first)"
+            )
+        gpus = s.gpu_per_run + (0 if s.optim_sample_share_gpu else s.sample_gpu_per_run)
+        if gpus > s.n_gpu:
+            raise ValueError(
+                f"gpu_per_run={s.gpu_per_run} + sample_gpu_per_run={s.sample_gpu_per_run} is "
+                f"{gpus} GPUs per run, more than the n_gpu={s.n_gpu} GPUs"
+            )
+
+
+def _socket_blocks(s: _Spec) -> list[tuple[int, ...]]:
+    """Runs of ``cpu_per_run`` cores that stay within a socket (or take whole sockets)."""
+    per_socket = s.n_cpu_core // s.n_socket
+    size = s.cpu_per_run
+    if size <= per_socket:
+        starts = [
+            socket * per_socket + i * size
+            for socket in range(s.n_socket)
+            for i in range(per_socket // size)
+        ]
+    elif size % per_socket == 0:
+        starts = list(range(0, s.n_cpu_core - size + 1, size))
+    else:
+        raise ValueError(
+            f"cpu_per_run={size} would straddle sockets of {per_socket} cores "
+            f"(n_cpu_core={s.n_cpu_core} / n_socket={s.n_socket}): use a divisor or a "
+            f"multiple of {per_socket}"
+        )
+    return [tuple(range(start, start + size)) for start in starts]
+
+
+def _even_blocks(n_cpu_core: int, n_slots: int) -> list[tuple[int, ...]]:
+    size = n_cpu_core // n_slots
+    if size == 0:
+        raise ValueError(f"n_cpu_core={n_cpu_core} cores cannot give each of {n_slots} runs one")
+    return [tuple(range(i * size, (i + 1) * size)) for i in range(n_slots)]
+
+
+def _layout(s: _Spec) -> list[_Slot]:
+    """Every run slot's processes; a ValueError when a process would lack cores."""
+    _check_spec(s)
+    n_optim_cores = max(s.cpu_reserved, 1)  # async: the optimizer's cores, per optimizer GPU
+    slots: list[_Slot] = []
+    if s.n_gpu == 0:
+        for block in _socket_blocks(s):
+            if s.async_sample:
+                optimizer = _Proc(block[:n_optim_cores], None, 0)
+                slots.append(_Slot([optimizer], _Proc(block[n_optim_cores:], None, 0)))
+            else:
+                slots.append(_Slot([_Proc(block, None, s.cpu_reserved)], None))
+    elif s.async_sample:
+        sampler_gpus = 0 if s.optim_sample_share_gpu else s.sample_gpu_per_run
+        gpus_per_run = s.gpu_per_run + sampler_gpus
+        for i, block in enumerate(_even_blocks(s.n_cpu_core, s.n_gpu // gpus_per_run)):
+            first_gpu = i * gpus_per_run
+            optimizer = [
+                _Proc(block[k * n_optim_cores : (k + 1) * n_optim_cores], first_gpu + k, 0)
+                for k in range(s.gpu_per_run)
+            ]
+            if s.optim_sample_share_gpu:
+                sampler_gpu: int | None = first_gpu
+            else:
+                sampler_gpu = first_gpu + s.gpu_per_run if sampler_gpus else None
+            sampler = _Proc(block[s.gpu_per_run * n_optim_cores :], sampler_gpu, 0)
+            slots.append(_Slot(optimizer, sampler))
+    else:
+        n_slots = s.n_gpu * s.contexts_per_gpu // s.gpu_per_run
+        for i, block in enumerate(_even_blocks(s.n_cpu_core, n_slots)):
+            size = len(block) // s.gpu_per_run
+            processes = [
+                _Proc(
+                    block[k * size : (k + 1) * size],
+                    (i * s.gpu_per_run + k) // s.contexts_per_gpu,
+                    s.cpu_reserved,
+                )
+                for k in range(s.gpu_per_run)
+            ]
+            slots.append(_Slot(processes, None))
+    for slot in slots:
+        _check_slot(s, slot, n_optim_cores)
+    return slots
+
+
+def _check_slot(s: _Spec, slot: _Slot, n_optim_cores: int) -> None:
+    if slot.sampler is not None:  # async: the optimizer's cores come first
+        got = min(len(p.cores) for p in slot.processes)
+        if got < n_optim_cores or len(slot.sampler.cores) < s.cpu_per_worker:
+            raise ValueError(
+                f"a run's cores do not cover its {s.gpu_per_run} optimizer process(es) of "
+                f"max(cpu_reserved, 1)={n_optim_cores} core(s) each and a sampler of at least "
+                f"cpu_per_worker={s.cpu_per_worker} core(s) (the sampler is left "
+                f"{len(slot.sampler.cores)})"
+            )
+        return
+    for p in slot.processes:
+        free = len(p.cores) - p.n_reserved
+        if free < s.cpu_per_worker:
+            raise ValueError(
+                f"a run process gets {len(p.cores)} core(s); after cpu_reserved="
+                f"{p.n_reserved} that leaves {max(free, 0)}, fewer than cpu_per_worker="
+                f"{s.cpu_per_worker} for even one sampler worker"
+            )
+
+
+# ----------------------------------------------------------------------------- the dicts
+def _threads(s: _Spec, cores: tuple[int, ...]) -> list[int]:
+    """The logical cpu ids of ``cores``: each core, and its hyperthread if used."""
+    extra = [c + s.hyperthread_offset for c in cores] if s.hyperthread_offset else []
+    return sorted([*cores, *extra])
+
+
+def _sampling_affinity(s: _Spec, p: _Proc) -> AffinityDict:
+    """What a runner and its sampler read (keys of rl_runners' and rl_samplers' code)."""
+    free = p.cores[p.n_reserved :]
+    n_workers = len(free) // s.cpu_per_worker
+    workers: list[Any] = [
+        _threads(s, free[w * s.cpu_per_worker : (w + 1) * s.cpu_per_worker])
+        for w in range(n_workers)
+    ]
+    if s.alternating:  # two groups of workers take turns on the same cores
+        workers = workers + [list(cpus) for cpus in workers]
+    return AffinityDict(
+        master_cpus=_threads(s, p.cores) if s.set_affinity else None,
+        master_torch_threads=len(p.cores),
+        workers_cpus=workers if s.set_affinity else [None] * len(workers),
+        worker_torch_threads=s.cpu_per_worker,
+        cuda_idx=p.cuda_idx,
+        alternating=s.alternating,
+        set_affinity=s.set_affinity,
+    )
+
+
+def _optimizer_affinity(s: _Spec, p: _Proc) -> AffinityDict:
+    return AffinityDict(
+        master_cpus=_threads(s, p.cores) if s.set_affinity else None,
+        master_torch_threads=len(p.cores),
+        cuda_idx=p.cuda_idx,
+        set_affinity=s.set_affinity,
+    )
+
+
+def _slot_affinity(s: _Spec, slot: _Slot) -> AffinityDict | list[AffinityDict]:
+    if slot.sampler is not None:
+        return AffinityDict(
+            sampler=_sampling_affinity(s, slot.sampler),
+            optimizer=[_optimizer_affinity(s, p) for p in slot.processes],
+        )
+    dicts = [_sampling_affinity(s, p) for p in slot.processes]
+    return dicts[0] if len(dicts) == 1 else dicts
+
+
+def _slot_resources(code: str, run_slot: int) -> tuple[list[int], list[int]]:
+    """The logical cpus and the GPUs of one run slot (what the launcher pins and checks)."""
+    spec, _ = _decode(code)
+    slots = _layout(spec)
+    _check_run_slot(run_slot, len(slots))
+    slot = slots[run_slot]
+    processes = [*slot.processes, *([slot.sampler] if slot.sampler else [])]
+    cpus = sorted({cpu for p in processes for cpu in _threads(spec, p.cores)})
+    gpus = sorted({p.cuda_idx for p in processes if p.cuda_idx is not None})
+    return cpus, gpus
+
+
+def _check_run_slot(run_slot: Any, n_slots: int) -> None:
+    _check_int("run_slot", run_slot, 0)
+    if run_slot >= n_slots:
+        raise ValueError(f"run_slot={run_slot} is out of range: there are {n_slots} run slots")
+
+
+def _check_machine(code: str, run_slot: int) -> None:
+    """Refuse a slot whose cpus this process may not use, or whose GPUs are not visible."""
+    spec, _ = _decode(code)
+    cpus, gpus = _slot_resources(code, run_slot)
+    if spec.set_affinity:
+        allowed = _allowed_cpus()
+        missing = sorted(set(cpus) - allowed)
+        if missing:
+            raise ValueError(
+                f"run slot {run_slot} of affinity code {code!r} uses cpus {missing} that this "
+                f"process may not use (allowed: {sorted(allowed)}); encode the affinity for this "
+                "machine, or with set_affinity=False"
+            )
+    visible = visible_gpu_count()
+    if gpus and visible is not None and max(gpus) >= visible:
+        raise ValueError(
+            f"run slot {run_slot} of affinity code {code!r} uses GPU {max(gpus)}, but only "
+            f"{visible} GPU(s) are visible (CUDA_VISIBLE_DEVICES or the NVIDIA driver)"
+        )
+
+
+# ----------------------------------------------------------------------------- public API
+def encode_affinity(
+    n_cpu_core: int | None = None,
+    n_gpu: int = 0,
+    contexts_per_gpu: int = 1,
+    gpu_per_run: int = 1,
+    cpu_per_run: int | None = None,
+    cpu_per_worker: int = 1,
+    cpu_reserved: int = 0,
+    hyperthread_offset: int | None = None,
+    n_socket: int | None = None,
+    run_slot: int | None = None,
+    async_sample: bool = False,
+    sample_gpu_per_run: int = 0,
+    optim_sample_share_gpu: bool = False,
+    alternating: bool = False,
+    set_affinity: bool = True,
+) -> str:
+    """The affinity code for a machine's resources and each run's share of them.
+
+    ``n_cpu_core`` (physical cores), ``hyperthread_offset`` and ``n_socket`` default to this
+    machine's (``detect_hardware``).  Without GPUs each run gets ``cpu_per_run`` cores (all of
+    them by default); with GPUs each run gets ``gpu_per_run`` GPUs (or a 1/``contexts_per_gpu``
+    share of one) and the cores are split evenly over the runs.  Each sampling process keeps
+    its first ``cpu_reserved`` cores out of its workers (async: the optimizer gets
+    ``max(cpu_reserved, 1)`` cores per GPU), and has one worker per ``cpu_per_worker`` cores,
+    twice that with ``alternating``.  ``run_slot`` names one run's share (the launcher adds it);
+    leave it None for ``run_experiments``.  Impossible requests raise ValueError.
+    """
+    if n_cpu_core is None or hyperthread_offset is None or n_socket is None:
+        machine = detect_hardware()
+        if n_cpu_core is None:
+            n_cpu_core = machine.n_cpu_core
+        if hyperthread_offset is None:
+            usable = isinstance(n_cpu_core, int) and machine.hyperthread_offset >= n_cpu_core
+            hyperthread_offset = machine.hyperthread_offset if usable else 0
+        if n_socket is None:  # the sockets that n_cpu_core cores fill, counted on this machine
+            per_socket = machine.n_cpu_core // machine.n_socket
+            whole = isinstance(n_cpu_core, int) and n_cpu_core % per_socket == 0
+            n_socket = max(n_cpu_core // per_socket, 1) if whole else 1
+    if cpu_per_run is None:
+        cpu_per_run = n_cpu_core if n_gpu == 0 else 0
+    elif cpu_per_run == 0:
+        raise ValueError("cpu_per_run must be an int >= 1 or None, got 0")
+    spec = _Spec(
+        n_cpu_core=n_cpu_core,
+        n_gpu=n_gpu,
+        contexts_per_gpu=contexts_per_gpu,
+        gpu_per_run=gpu_per_run,
+        cpu_per_run=cpu_per_run,
+        cpu_per_worker=cpu_per_worker,
+        cpu_reserved=cpu_reserved,
+        hyperthread_offset=hyperthread_offset,
+        n_socket=n_socket,
+        async_sample=async_sample,
+        sample_gpu_per_run=sample_gpu_per_run,
+        optim_sample_share_gpu=optim_sample_share_gpu,
+        alternating=alternating,
+        set_affinity=set_affinity,
+    )
+    slots = _layout(spec)
+    if run_slot is not None:
+        _check_run_slot(run_slot, len(slots))
+    return _encode(spec, run_slot)
+
+
+def n_run_slots(affinity_code: str) -> int:
+    """How many runs the code's machine holds at once (the launcher's concurrency)."""
+    spec, _ = _decode(affinity_code)
+    return len(_layout(spec))
+
+
+def affinity_from_code(
+    run_slot_affinity_code: str, check_machine: bool = True
+) -> AffinityDict | list[AffinityDict]:
+    """The affinity of the run slot the code names (a launched script's first argument).
+
+    One dict for a single-process run (``master_cpus``, ``master_torch_threads``,
+    ``workers_cpus``, ``worker_torch_threads``, ``cuda_idx``, ``alternating``,
+    ``set_affinity``); a list of such dicts, one per process and GPU, when ``gpu_per_run > 1``;
+    with ``async_sample`` a dict of ``sampler`` (such a dict) and ``optimizer`` (a list, one
+    per optimizer GPU, of ``master_cpus``, ``master_torch_threads``, ``cuda_idx``,
+    ``set_affinity``).  With ``set_affinity=False`` every cpu list is None (nothing gets
+    pinned; the worker count stays).  ``check_machine`` refuses cpus this process may not use
+    and GPU indices beyond those visible (when that can be told without torch).
+    """
+    spec, run_slot = _decode(run_slot_affinity_code)
+    if run_slot is None:
+        raise ValueError(
+            f"affinity code {run_slot_affinity_code!r} names no run slot: use the code a "
+            "launched script gets as its first argument, or make_affinity(run_slot=...)"
+        )
+    slots = _layout(spec)
+    _check_run_slot(run_slot, len(slots))
+    if check_machine:
+        _check_machine(run_slot_affinity_code, run_slot)
+    return _slot_affinity(spec, slots[run_slot])
+
+
+def make_affinity(
+    run_slot: int = 0, check_machine: bool = True, **kwargs: Any
+) -> AffinityDict | list[AffinityDict]:
+    """``affinity_from_code(encode_affinity(run_slot=run_slot, **kwargs))``: the affinity for
+    a script run by hand (same arguments as ``encode_affinity``)."""
+    return affinity_from_code(encode_affinity(run_slot=run_slot, **kwargs), check_machine)
