@@ -195,7 +195,7 @@ class _AtariQModel(torch.nn.Module):
         self, observation: torch.Tensor, prev_action: Any, prev_reward: Any
     ) -> torch.Tensor:
         lead_dim, T, B, img_shape = infer_leading_dims(observation, 3)
-        features = self.conv(_scaled_images(observation).reshape(T * B, *img_shape))
+        features = self.conv(_scaled_images(observation, T, B, img_shape))
         return restore_leading_dims(self.head(features), lead_dim, T, B)
 
 
@@ -305,7 +305,7 @@ class AtariR2d1Model(torch.nn.Module):
         init_rnn_state: Any,
     ) -> tuple[torch.Tensor, Any]:
         lead_dim, T, B, img_shape = infer_leading_dims(observation, 3)
-        features = self.conv(_scaled_images(observation).reshape(T * B, *img_shape))
+        features = self.conv(_scaled_images(observation, T, B, img_shape))
         lstm_input = torch.cat(
             [
                 features.reshape(T, B, -1),

@@ -61,9 +61,12 @@ def _atari_conv(
     )
 
 
-def _scaled_images(image: torch.Tensor) -> torch.Tensor:
-    """uint8 frames in [0, 255] as float32 in [0, 1] (a new tensor; the input is kept)."""
-    return image.to(torch.float32) * (1.0 / 255)
+def _scaled_images(image: torch.Tensor, T: int, B: int, img_shape: Any) -> torch.Tensor:
+    """uint8 frames ``[T, B] + img_shape`` as one float32 batch ``[T * B] + img_shape`` in
+    [0, 1] (a new tensor; the input is kept), channels-last as the conv torso runs: laid out
+    while still uint8, a quarter of the bytes to move, then converted and scaled in place."""
+    frames = image.reshape(T * B, *img_shape).contiguous(memory_format=torch.channels_last)
+    return frames.to(torch.float32, copy=True).mul_(1.0 / 255)
 
 
 def _rnn_state_tuple(init_rnn_state: Any) -> tuple[torch.Tensor, torch.Tensor] | None:
@@ -232,7 +235,7 @@ class AtariFfModel(torch.nn.Module):
         self, image: torch.Tensor, prev_action: Any, prev_reward: Any
     ) -> tuple[torch.Tensor, torch.Tensor]:
         lead_dim, T, B, img_shape = infer_leading_dims(image, 3)
-        features = self.conv(_scaled_images(image).reshape(T * B, *img_shape))
+        features = self.conv(_scaled_images(image, T, B, img_shape))
         pi = F.softmax(self.pi(features), dim=-1)
         value = self.value(features).squeeze(-1)
         return restore_leading_dims((pi, value), lead_dim, T, B)
@@ -276,7 +279,7 @@ class AtariLstmModel(torch.nn.Module):
         init_rnn_state: Any,
     ) -> tuple[torch.Tensor, torch.Tensor, Any]:
         lead_dim, T, B, img_shape = infer_leading_dims(image, 3)
-        features = self.conv(_scaled_images(image).reshape(T * B, *img_shape))
+        features = self.conv(_scaled_images(image, T, B, img_shape))
         if not prev_action.is_floating_point():
             prev_action = to_onehot(prev_action, self.output_size)
         lstm_input = torch.cat(
