@@ -174,7 +174,8 @@ def _gone(pid):
         return True
 
 
-def test_ctrl_c_ends_every_run_and_what_it_started(tmp_path):
+@pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_or_sigterm_ends_every_run_and_what_it_started(tmp_path, stop_signal):
     script = tmp_path / "hang.py"
     script.write_text(HANGING_SCRIPT)
     launcher = tmp_path / "launch.py"
@@ -194,7 +195,7 @@ def test_ctrl_c_ends_every_run_and_what_it_started(tmp_path):
         time.sleep(0.05)
     pids = [pid for f in pid_files for pid in json.loads(f.read_text())]
     assert not any(_gone(pid) for pid in pids)
-    process.send_signal(signal.SIGINT)
+    process.send_signal(stop_signal)
     _, err = process.communicate(timeout=20)
     assert process.returncode != 0 and b"KeyboardInterrupt" in err
     deadline = time.monotonic() + 5

@@ -10,8 +10,10 @@ from __future__ import annotations
 import contextlib
 import datetime
 import os
+import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import deque
 from collections.abc import Mapping, Sequence
@@ -172,6 +174,24 @@ def launch_experiment(
     run_dir.mkdir(parents=True, exist_ok=True)
     with open(run_dir / STDOUT_FILE, "wb") as out, open(run_dir / STDERR_FILE, "wb") as err:
         return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err)
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts() -> Any:
+    """Make SIGTERM (``kill``, ``timeout``, a CI job's end) stop the queue as Ctrl-C does,
+    ending its runs, rather than end the launcher alone and orphan them."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # (signal handlers can only be set from the main thread)
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _stop(processes: list[subprocess.Popen], grace_period: float) -> None:
@@ -338,42 +358,43 @@ def run_experiments(
     pending = deque(runs)
     running: dict[int, tuple[tuple[int, int], subprocess.Popen]] = {}
     results: list[RunResult] = []
-    try:
-        while pending or running:
-            for run_slot in range(n_slots):
-                if run_slot in running or not pending:
-                    continue
-                i, run_ID = pending.popleft()
-                process = launch_experiment(
-                    script,
-                    run_slot,
-                    affinity_code,
-                    settings[i],
-                    variants[i],
-                    run_ID,
-                    [*common_args, *per_setting[i]],
-                    python_executable,
-                )
-                running[run_slot] = ((i, run_ID), process)
-                queue.launched((i, run_ID), run_slot, process.pid)
-                print(f"launched {log_dirs[i]}/run_{run_ID} on slot {run_slot}", flush=True)
-            time.sleep(poll_interval)
-            for run_slot, ((i, run_ID), process) in list(running.items()):
-                returncode = process.poll()
-                if returncode is None:
-                    continue
-                del running[run_slot]
-                results.append(RunResult(settings[i], run_ID, run_slot, returncode))
-                queue.finished((i, run_ID), run_slot, returncode)
-                outcome = "finished" if returncode == 0 else f"FAILED (exit code {returncode})"
-                print(f"{outcome}: {log_dirs[i]}/run_{run_ID}", flush=True)
-    except BaseException:
-        _stop([process for _, process in running.values()], grace_period)
-        for run, _ in running.values():
-            queue.state[run] = "stopped (the launcher was interrupted or failed)"
-        with contextlib.suppress(OSError):
-            queue.write_tree()
-        raise
+    with _sigterm_interrupts():
+        try:
+            while pending or running:
+                for run_slot in range(n_slots):
+                    if run_slot in running or not pending:
+                        continue
+                    i, run_ID = pending.popleft()
+                    process = launch_experiment(
+                        script,
+                        run_slot,
+                        affinity_code,
+                        settings[i],
+                        variants[i],
+                        run_ID,
+                        [*common_args, *per_setting[i]],
+                        python_executable,
+                    )
+                    running[run_slot] = ((i, run_ID), process)
+                    queue.launched((i, run_ID), run_slot, process.pid)
+                    print(f"launched {log_dirs[i]}/run_{run_ID} on slot {run_slot}", flush=True)
+                time.sleep(poll_interval)
+                for run_slot, ((i, run_ID), process) in list(running.items()):
+                    returncode = process.poll()
+                    if returncode is None:
+                        continue
+                    del running[run_slot]
+                    results.append(RunResult(settings[i], run_ID, run_slot, returncode))
+                    queue.finished((i, run_ID), run_slot, returncode)
+                    outcome = "finished" if returncode == 0 else f"FAILED (exit code {returncode})"
+                    print(f"{outcome}: {log_dirs[i]}/run_{run_ID}", flush=True)
+        except BaseException:
+            _stop([process for _, process in running.values()], grace_period)
+            for run, _ in running.values():
+                queue.state[run] = "stopped (the launcher was interrupted or failed)"
+            with contextlib.suppress(OSError):
+                queue.write_tree()
+            raise
     results.sort(key=lambda run: (settings.index(run.log_dir), run.run_ID))
     summary = ExperimentsSummary(exp_dir, tuple(results))
     _report(summary)

@@ -1,8 +1,10 @@
-"""The `rl-suite` command line: train, evaluate, resume and plot runs, list what is there."""
+"""The `rl-suite` command line: train, evaluate, resume and plot runs, run sweeps, list what is
+there."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -64,9 +66,29 @@ def _parser() -> argparse.ArgumentParser:
     resume = commands.add_parser("resume", help="continue a stopped run from its checkpoint")
     resume.add_argument("run_dir", metavar="RUN_DIR")
 
+    sweep = commands.add_parser(
+        "sweep",
+        help="train a grid of settings x seeds, several runs at once",
+        description="Train every variant of a sweep file (JSON; see the README's Sweeps) with "
+        "each seed, as many runs at once as the machine has room for (cpu_per_run cores each).",
+    )
+    sweep.add_argument("config_file", metavar="CONFIG", help="the sweep file (JSON)")
+    sweep.add_argument("--log-dir", help="the sweep directory (default: the file's log_dir)")
+    sweep.add_argument(
+        "--dry-run", action="store_true", help="check the file and list the runs; start nothing"
+    )
+
     plot = commands.add_parser("plot", help="draw learning curves as a PNG")
-    plot.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
-    plot.add_argument("--out", help="the PNG (default RUN_DIR/curve.png for one run)")
+    plot.add_argument(
+        "run_dirs",
+        nargs="+",
+        metavar="RUN_DIR",
+        help="run directories, or one sweep directory: one curve per variant, the mean over "
+        "its seeds with a band from their min to their max",
+    )
+    plot.add_argument(
+        "--out", help="the PNG (default RUN_DIR/curve.png for one run, SWEEP_DIR/sweep.png)"
+    )
     plot.add_argument("--y", default="ReturnAverage", help="the progress.csv column to draw")
 
     commands.add_parser("list", help="the algorithms and presets")
@@ -110,8 +132,6 @@ def _train_config(args: argparse.Namespace) -> dict:
 
 
 def _train(args: argparse.Namespace) -> None:
-    import json
-
     from ._plot import have_matplotlib, plot_runs, read_progress
     from ._trainer import build, run_dir_for, train
 
@@ -145,9 +165,35 @@ def _evaluate(args: argparse.Namespace) -> None:
     print(f"mean return over {len(returns)} episodes: {mean_return(infos):.2f}")
 
 
-def _plot(args: argparse.Namespace) -> None:
-    from ._plot import plot_runs
+def _sweep(args: argparse.Namespace) -> int:
+    from ._sweep import load_sweep, run_sweep, sweep_report
 
+    sweep = load_sweep(args.config_file, args.log_dir)
+    n_runs = len(sweep.variants) * sweep.seeds
+    print(
+        f"sweep {sweep.title}: {len(sweep.variants)} variants x {sweep.seeds} seeds = {n_runs} "
+        f"runs, {sweep.n_slots} at a time, in {sweep.sweep_dir}",
+        flush=True,
+    )
+    if args.dry_run:
+        for log_dir, variant in zip(sweep.log_dirs, sweep.variants, strict=True):
+            print(f"  {log_dir}: {json.dumps(variant)}")
+        return 0
+    summary = run_sweep(sweep)
+    print(sweep_report(summary))
+    print(f"plot: rl-suite plot {sweep.sweep_dir}")
+    return 1 if summary.failed else 0
+
+
+def _plot(args: argparse.Namespace) -> None:
+    from ._plot import is_sweep, plot_runs, plot_sweep, sweep_runs
+
+    if len(args.run_dirs) == 1 and is_sweep(args.run_dirs[0]):
+        sweep_dir = Path(args.run_dirs[0])
+        for variant, runs in sweep_runs(sweep_dir).items():
+            print(f"{variant}: {len(runs)} runs")
+        print(plot_sweep(sweep_dir, args.out or sweep_dir / "sweep.png", y=args.y))
+        return
     if args.out is None and len(args.run_dirs) > 1:
         raise ValueError("give --out FILE.png when plotting several runs")
     out = args.out or Path(args.run_dirs[0]) / "curve.png"
@@ -187,6 +233,8 @@ def main(argv: list[str] | None = None) -> int:
             from ._trainer import resume
 
             print(f"run directory: {resume(args.run_dir)}")
+        elif args.command == "sweep":
+            return _sweep(args)
         elif args.command == "plot":
             _plot(args)
         elif args.command == "list":
@@ -200,11 +248,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"rl-suite {args.command}: error: {message}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        hint = " (`rl-suite resume RUN_DIR` continues from the last checkpoint)"
-        print(
-            f"rl-suite {args.command}: interrupted{hint if args.command in ('train', 'resume') else ''}",
-            file=sys.stderr,
-        )
+        hints = {
+            "train": " (`rl-suite resume RUN_DIR` continues from the last checkpoint)",
+            "resume": " (`rl-suite resume RUN_DIR` continues from the last checkpoint)",
+            "sweep": ": every run was stopped (the sweep directory keeps what they logged)",
+        }
+        print(f"rl-suite {args.command}: interrupted{hints.get(args.command, '')}", file=sys.stderr)
         return 130
     return 0
 

@@ -178,13 +178,15 @@ def _affinity(config: dict[str, Any]) -> dict[str, Any]:
     return affinity
 
 
-def build(config: dict[str, Any]) -> Any:
-    """The runner (with its sampler, agent and algorithm) for ``config``, nothing started."""
+def build(config: dict[str, Any], affinity: dict[str, Any] | None = None) -> Any:
+    """The runner (with its sampler, agent and algorithm) for ``config``, nothing started.
+    ``affinity``: the runner's cpus, threads, workers and GPU, instead of the ones the
+    configuration implies (a sweep run passes its run slot's)."""
     sampler_config, runner_config = config["sampler"], config["runner"]
     kind = sampler_config["kind"]
     if kind not in SAMPLER_CLASSES:
         raise ValueError(f"sampler.kind must be one of {', '.join(SAMPLER_CLASSES)}, got {kind!r}")
-    affinity = _affinity(config)
+    affinity = _affinity(config) if affinity is None else affinity
     spaces = probe_spaces(config)
     agent = make_agent(config, spaces, config["agent"]["deterministic_eval"])
     algo = _construct(ALGO_CLASSES[config["algo"]], "algo_kwargs", config["algo_kwargs"])
@@ -240,13 +242,17 @@ def _name(config: dict[str, Any]) -> str:
     return f"{config['algo']}_{config['env']}"
 
 
-def train(config: dict[str, Any], log_dir: str | Path | None = None) -> Path:
+def train(
+    config: dict[str, Any],
+    log_dir: str | Path | None = None,
+    affinity: dict[str, Any] | None = None,
+) -> Path:
     """Train as ``config`` says, logging into a new run directory; returns that directory.
 
     A directory that already holds a run is refused (nothing is overwritten): resume it, or
-    pick another ``log_dir`` or seed.
+    pick another ``log_dir`` or seed.  ``affinity``: see ``build``.
     """
-    runner = build(config)
+    runner = build(config, affinity)
     run_dir = run_dir_for(config, log_dir)
     if (run_dir / "progress.csv").exists() or (run_dir / "params.json").exists():
         raise FileExistsError(

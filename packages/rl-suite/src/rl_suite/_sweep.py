@@ -1,0 +1,279 @@
+"""Sweeps: a grid of settings x seeds, read from a JSON file and run through rl-launch's queue.
+
+The file (see the README's "Sweeps") names a base configuration (``preset`` and/or ``algo``
+and ``env``, ``steps``, fixed ``overrides`` in ``--set`` form) and a ``grid``: levels of named
+variants, each variant a list of overrides.  The levels become rl-launch's ``VariantLevel``
+objects, crossed by ``make_variants`` (directories named after the variants).  Every variant's
+configuration is built here, with ``build``, before any run starts, so that a typo fails in a
+second rather than after the first run.  Each run is ``_sweep_run.py`` in a subprocess that
+the queue pins to its share of the machine; seed = run ID.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rl_launch import (
+    ExperimentsSummary,
+    VariantLevel,
+    encode_affinity,
+    make_variants,
+    n_run_slots,
+    run_experiments,
+)
+
+from ._config import PRESETS, _merge, _parse_value, apply_overrides, default_preset, make_config
+
+__all__ = ["SWEEP_FILE", "Sweep", "load_sweep", "run_sweep", "sweep_report", "variant_config"]
+
+SWEEP_FILE = "sweep.json"  # in the sweep directory: the file's settings and the base config
+SPEC_KEYS = (
+    "title",
+    "preset",
+    "algo",
+    "env",
+    "steps",
+    "overrides",
+    "grid",
+    "seeds",
+    "cpu_per_run",
+    "log_dir",
+)
+VARIANT_KEYS = ("name", "overrides")
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """A checked sweep file: every variant's configuration has been built once."""
+
+    title: str
+    sweep_dir: Path  # absolute; holds sweep.json and one directory per variant
+    spec: dict[str, Any]  # the file's contents
+    base_config: dict[str, Any]  # preset, algo, env, steps and overrides applied
+    variants: list[dict[str, Any]]  # rl-launch's: only the swept settings
+    log_dirs: list[str]  # one per variant, relative to sweep_dir
+    seeds: int  # runs per variant, seeds (= run IDs) 0 .. seeds - 1
+    affinity_code: str  # the queue's: cpu_per_run cores per run
+
+    @property
+    def n_slots(self) -> int:
+        return n_run_slots(self.affinity_code)
+
+
+def variant_config(base: dict[str, Any], variant: dict[str, Any], seed: int) -> dict[str, Any]:
+    """One run's configuration: ``base`` with the variant laid over it by ``--set``'s rules
+    (unknown settings refused, ``*_kwargs`` dicts open) and ``seed``."""
+    config = copy.deepcopy(base)
+    _merge(config, variant)
+    config["seed"] = seed
+    return config
+
+
+def _reworded(where: str, error: Exception) -> ValueError:
+    message = error.args[0] if isinstance(error, KeyError) and error.args else error
+    return ValueError(f"{where}: {message}")
+
+
+def _int(spec: dict[str, Any], key: str, default: int | None, where: str) -> int | None:
+    value = spec.get(key, default)
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ValueError(f"{where}: {key!r} must be an int >= 1, got {value!r}")
+    return value
+
+
+def _str(spec: dict[str, Any], key: str, where: str) -> str | None:
+    value = spec.get(key)
+    if value is not None and (not isinstance(value, str) or not value):
+        raise ValueError(f"{where}: {key!r} must be a non-empty string, got {value!r}")
+    return value
+
+
+def _overrides(spec: dict[str, Any], where: str) -> list[str]:
+    value = spec.get("overrides", [])
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ValueError(
+            f"{where}: 'overrides' must be a list of 'key=value' strings, got {value!r}"
+        )
+    return value
+
+
+def _keys(spec: Any, known: tuple[str, ...], where: str) -> None:
+    if not isinstance(spec, dict):
+        raise ValueError(f"{where} must be a JSON object, got {spec!r}")
+    unknown = [key for key in spec if key not in known]
+    if unknown:
+        raise ValueError(f"{where}: unknown key(s) {unknown}; known: {', '.join(known)}")
+
+
+def _base_config(spec: dict[str, Any], where: str) -> dict[str, Any]:
+    """What ``rl-suite train`` would run with the same preset, algo, env, steps and --set."""
+    preset, algo, env = (_str(spec, key, where) for key in ("preset", "algo", "env"))
+    if preset is None and algo is None:
+        raise ValueError(f"{where}: give a 'preset' or an 'algo' (or both)")
+    if preset is None:
+        preset = default_preset(algo, env or "CartPole-v1")
+    try:
+        config = make_config(preset, algo=algo, env=env, steps=_int(spec, "steps", None, where))
+        if preset is not None and algo is not None and PRESETS[preset]["algo"] != algo:
+            raise ValueError(f"preset {preset!r} is for {PRESETS[preset]['algo']}, not {algo}")
+        return apply_overrides(config, _overrides(spec, where))
+    except (KeyError, ValueError) as error:
+        raise _reworded(where, error) from error
+
+
+def _setting(assignment: str, where: str) -> tuple[tuple[str, ...], Any]:
+    """``"algo_kwargs.learning_rate=3e-4"`` -> ``(("algo_kwargs", "learning_rate"), 3e-4)``."""
+    key, sep, text = assignment.partition("=")
+    if not sep or not key or "" in key.split("."):
+        raise ValueError(f"{where}: an override is 'key=value', got {assignment!r}")
+    return tuple(key.split(".")), _parse_value(text)
+
+
+def _base_value(base: dict[str, Any], path: tuple[str, ...], where: str) -> Any:
+    value: Any = base
+    for key in path:
+        if not isinstance(value, dict) or key not in value:
+            raise ValueError(
+                f"{where} does not set {'.'.join(path)}, which another variant of its level sets, "
+                "and the base configuration has no value for it: set it in every variant"
+            )
+        value = value[key]
+    return value
+
+
+def _level(n: int, level: Any, base: dict[str, Any], where: str) -> VariantLevel:
+    """``grid[n]`` as a ``VariantLevel``: the keys any of its variants sets; a variant that
+    leaves one of them out keeps the base configuration's value."""
+    here = f"{where}: grid[{n}]"
+    if not isinstance(level, list) or not level:
+        raise ValueError(f"{here} must be a non-empty list of variants, got {level!r}")
+    names, settings = [], []
+    for i, variant in enumerate(level):
+        _keys(variant, VARIANT_KEYS, f"{here}[{i}]")
+        name = _str(variant, "name", f"{here}[{i}]")
+        if name is None:
+            raise ValueError(f"{here}[{i}] has no 'name' (it names the variant's directory)")
+        names.append(name)
+        label = f"{here}[{i}] ({name!r})"
+        settings.append(dict(_setting(a, label) for a in _overrides(variant, label)))
+    paths = list(dict.fromkeys(path for setting in settings for path in setting))
+    if not paths:
+        raise ValueError(f"{here}: no variant overrides anything")
+    values = [
+        [
+            setting[path] if path in setting else _base_value(base, path, f"{here}[{i}] ({name!r})")
+            for path in paths
+        ]
+        for i, (name, setting) in enumerate(zip(names, settings, strict=True))
+    ]
+    return VariantLevel(paths, values, names)
+
+
+def load_sweep(path: str | Path, log_dir: str | Path | None = None) -> Sweep:
+    """Read and check a sweep file; ``log_dir`` (e.g. the command line's) replaces its own.
+
+    Every problem is a ValueError naming the key, level or variant (unknown keys, bad types,
+    an unknown preset or setting, more cores per run than the machine has, a variant whose
+    runner cannot be built), or a FileExistsError for a sweep directory that is not empty.
+    """
+    from ._trainer import build  # (torch: only once the file is known to be worth it)
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"sweep file {str(path)!r} does not exist")
+    where = f"sweep file {path}"
+    try:
+        spec = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{where} is not valid JSON: {error}") from error
+    _keys(spec, SPEC_KEYS, where)
+    title = _str(spec, "title", where) or path.stem
+    if "/" in title or os.sep in title or title in (".", ".."):
+        raise ValueError(f"{where}: 'title' must be a plain name (no '/'), got {title!r}")
+    sweep_dir = Path(log_dir or _str(spec, "log_dir", where) or f"runs/sweep-{title}").resolve()
+    if sweep_dir.exists() and (not sweep_dir.is_dir() or any(sweep_dir.iterdir())):
+        raise FileExistsError(
+            f"{sweep_dir} already exists and is not empty: a sweep never writes over another; "
+            "choose another log_dir (or --log-dir)"
+        )
+    seeds = _int(spec, "seeds", 1, where)
+    cpu_per_run = _int(spec, "cpu_per_run", 1, where)
+    base = _base_config(spec, where)
+    grid = spec.get("grid")
+    if not isinstance(grid, list) or not grid:
+        raise ValueError(f"{where}: 'grid' must be a non-empty list of levels (lists of variants)")
+    levels = [_level(n, level, base, where) for n, level in enumerate(grid)]
+    try:
+        variants, log_dirs = make_variants(*levels)
+    except ValueError as error:  # ("variant level n" is grid[n])
+        raise _reworded(f"{where}: grid", error) from error
+    try:
+        affinity_code = encode_affinity(cpu_per_run=cpu_per_run)
+    except ValueError as error:
+        raise _reworded(where, error) from error
+    for variant, name in zip(variants, log_dirs, strict=True):
+        try:
+            build(variant_config(base, variant, seed=0))
+        except (KeyError, ValueError) as error:
+            raise _reworded(f"{where}: variant {name!r}", error) from error
+    return Sweep(title, sweep_dir, spec, base, variants, log_dirs, seeds, affinity_code)
+
+
+def _write_json(path: Path, data: Any) -> None:
+    """Whole or not at all: a temporary file renamed over ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=2)
+    os.replace(tmp, path)
+
+
+def run_sweep(sweep: Sweep) -> ExperimentsSummary:
+    """Run every (variant, seed) of ``sweep`` through the queue, ``sweep.n_slots`` at a time.
+
+    The queue prints each run as it starts and ends; a failed run does not stop the others.
+    Ctrl-C stops every run (and what it started) and propagates as KeyboardInterrupt.
+    """
+    from . import _sweep_run
+
+    _write_json(
+        sweep.sweep_dir / SWEEP_FILE,
+        {"title": sweep.title, "spec": sweep.spec, "base_config": sweep.base_config},
+    )
+    return run_experiments(
+        Path(_sweep_run.__file__),
+        sweep.affinity_code,
+        sweep.sweep_dir.name,
+        runs_per_setting=sweep.seeds,
+        variants=sweep.variants,
+        log_dirs=sweep.log_dirs,
+        common_args=[sweep.sweep_dir / SWEEP_FILE],
+        log_root=sweep.sweep_dir.parent,
+    )
+
+
+def sweep_report(summary: ExperimentsSummary) -> str:
+    """Per variant and seed, the steps run and the last logged average return; then the
+    failed runs with their stderr logs."""
+    from ._plot import read_progress
+
+    lines = [f"{'variant':<24} {'seed':>4} {'steps':>9} {'final return':>13}  status"]
+    for run in summary.runs:
+        steps = final = "-"
+        try:
+            progress = read_progress(run.run_dir)
+            steps, final = f"{progress['CumSteps'][-1]:.0f}", f"{progress['ReturnAverage'][-1]:.1f}"
+        except (FileNotFoundError, ValueError, KeyError):
+            pass  # (a run that failed before its first log row)
+        variant = run.log_dir.relative_to(summary.exp_dir).as_posix()
+        status = "ok" if run.ok else f"FAILED (exit code {run.returncode})"
+        lines.append(f"{variant:<24} {run.run_ID:>4} {steps:>9} {final:>13}  {status}")
+    for run in summary.failed:
+        lines.append(f"failed: {run.run_dir} (see {run.stderr})")
+    return "\n".join(lines)
