@@ -1,8 +1,10 @@
 """Models, action distributions and agents for rl-suite.
 
 Policy-gradient agents (categorical and Gaussian, feed-forward and recurrent, for Atari,
-MuJoCo-style and classic-control tasks), the distributions they sample from and score with, the model
-building blocks, and the recurrent-state mixins. Depends on rl-arrays and torch only.
+MuJoCo-style and classic-control tasks), the DQN family (DQN, categorical DQN, R2D1), the
+Q-value policy-gradient agents for continuous actions (DDPG, TD3, SAC), the distributions they
+sample from and score with, the model building blocks, and the recurrent-state mixins. Depends
+on rl-arrays and torch only.
 """
 
 from importlib.metadata import version
@@ -85,15 +87,19 @@ from ._pg_models import (
     MujocoLstmModel,
     RnnState,
 )
+from ._qpg_agents import AgentInfoDdpg, AgentInfoSac, DdpgAgent, SacAgent, Td3Agent
+from ._qpg_models import MuMlpModel, PiMlpModel, QofMuMlpModel
 
 __version__ = version("rl-agents")
 
 __all__ = [
     "AgentInfo",
     "AgentInfoCatDqn",
+    "AgentInfoDdpg",
     "AgentInfoDqn",
     "AgentInfoR2d1",
     "AgentInfoRnn",
+    "AgentInfoSac",
     "AlternatingAtariLstmAgent",
     "AlternatingMujocoLstmAgent",
     "AlternatingRecurrentAgentMixin",
@@ -122,6 +128,7 @@ __all__ = [
     "CategoricalPgAgent",
     "Conv2dHeadModel",
     "Conv2dModel",
+    "DdpgAgent",
     "DiscreteMixin",
     "DistInfo",
     "DistInfoStd",
@@ -136,11 +143,14 @@ __all__ = [
     "Gaussian",
     "GaussianPgAgent",
     "MlpModel",
+    "MuMlpModel",
     "MujocoFfAgent",
     "MujocoFfModel",
     "MujocoLstmAgent",
     "MujocoLstmModel",
     "MujocoMixin",
+    "PiMlpModel",
+    "QofMuMlpModel",
     "R2d1Agent",
     "R2d1AgentBase",
     "R2d1MlpModel",
@@ -151,7 +161,9 @@ __all__ = [
     "RecurrentGaussianPgAgentBase",
     "RnnState",
     "RunningMeanStdModel",
+    "SacAgent",
     "ScaleGrad",
+    "Td3Agent",
     "VectorCatDqnAgent",
     "VectorCategoricalMixin",
     "VectorDqnAgent",

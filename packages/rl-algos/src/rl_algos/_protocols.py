@@ -8,7 +8,16 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch
 
-__all__ = ["CatQAgentLike", "PgAgentLike", "PgDistributionLike", "QAgentLike", "R2d1AgentLike"]
+__all__ = [
+    "CatQAgentLike",
+    "DdpgAgentLike",
+    "PgAgentLike",
+    "PgDistributionLike",
+    "QAgentLike",
+    "R2d1AgentLike",
+    "SacAgentLike",
+    "Td3AgentLike",
+]
 
 
 @runtime_checkable
@@ -115,3 +124,87 @@ class R2d1AgentLike(Protocol):
     def set_epsilon_itr_min_max(self, itr_min: int, itr_max: int) -> None: ...
 
     def parameters(self) -> Iterator[torch.nn.Parameter]: ...
+
+
+@runtime_checkable
+class DdpgAgentLike(Protocol):
+    """A DDPG agent: a deterministic policy mu and a critic Q(s, a), each with a target network.
+
+    Actions: the replay buffer holds environment actions; ``normalize_action`` maps them to
+    the agent's [-1, 1] units, the units of every other method. ``q(o, a_prev, r_prev,
+    action)`` returns Q [lead...] with grad; ``q_at_mu(o, a_prev, r_prev)`` Q(s, mu(s)) with
+    grad into the policy; ``target_q_at_mu`` the target networks' Q(s, mu(s)), without grad.
+    ``mu_parameters()`` and ``q_parameters()`` feed the two optimizers; ``update_target(tau)``
+    moves every target network (``tau=1``: a hard copy); ``give_min_itr_learn(itr)`` tells
+    the first learning iteration (the agent may explore differently before it). Inputs are
+    moved to ``device`` by the algorithm.
+    """
+
+    device: torch.device
+
+    def q(self, observation: Any, prev_action: Any, prev_reward: Any, action: Any) -> Any: ...
+
+    def q_at_mu(self, observation: Any, prev_action: Any, prev_reward: Any) -> torch.Tensor: ...
+
+    def target_q_at_mu(self, observation: Any, prev_action: Any, prev_reward: Any) -> Any: ...
+
+    def mu_parameters(self) -> Iterator[torch.nn.Parameter]: ...
+
+    def q_parameters(self) -> Iterator[torch.nn.Parameter]: ...
+
+    def normalize_action(self, action: Any) -> torch.Tensor: ...
+
+    def update_target(self, tau: float = 1) -> None: ...
+
+    def give_min_itr_learn(self, min_itr_learn: int) -> None: ...
+
+
+@runtime_checkable
+class Td3AgentLike(DdpgAgentLike, Protocol):
+    """A TD3 agent: a ``DdpgAgentLike`` with twin critics. ``q(...)`` returns ``(q1, q2)``;
+    ``target_q_at_mu(...)`` returns the twin target critics' values at the target policy's
+    action with clipped noise added (target policy smoothing); ``q_at_mu`` uses the first
+    critic; ``q_parameters()`` covers both critics."""
+
+    def q(
+        self, observation: Any, prev_action: Any, prev_reward: Any, action: Any
+    ) -> tuple[torch.Tensor, torch.Tensor]: ...
+
+    def target_q_at_mu(
+        self, observation: Any, prev_action: Any, prev_reward: Any
+    ) -> tuple[torch.Tensor, torch.Tensor]: ...
+
+
+@runtime_checkable
+class SacAgentLike(Protocol):
+    """A SAC agent: a stochastic policy and twin critics with target networks.
+
+    ``pi(o, a_prev, r_prev)`` returns ``(action, log_pi, dist_info)``: a new reparameterised
+    action in [-1, 1] and its log-likelihood [lead...], with grad; ``dist_info`` has ``mean``
+    and ``log_std``. ``q`` and ``target_q(o, a_prev, r_prev, action)`` return ``(q1, q2)``
+    (target: no grad). ``pi_parameters()``, ``q_parameters()`` (both critics),
+    ``normalize_action``, ``update_target`` and ``give_min_itr_learn`` as in
+    ``DdpgAgentLike``.
+    """
+
+    device: torch.device
+
+    def pi(self, observation: Any, prev_action: Any, prev_reward: Any) -> tuple[Any, Any, Any]: ...
+
+    def q(
+        self, observation: Any, prev_action: Any, prev_reward: Any, action: Any
+    ) -> tuple[torch.Tensor, torch.Tensor]: ...
+
+    def target_q(
+        self, observation: Any, prev_action: Any, prev_reward: Any, action: Any
+    ) -> tuple[torch.Tensor, torch.Tensor]: ...
+
+    def pi_parameters(self) -> Iterator[torch.nn.Parameter]: ...
+
+    def q_parameters(self) -> Iterator[torch.nn.Parameter]: ...
+
+    def normalize_action(self, action: Any) -> torch.Tensor: ...
+
+    def update_target(self, tau: float = 1) -> None: ...
+
+    def give_min_itr_learn(self, min_itr_learn: int) -> None: ...

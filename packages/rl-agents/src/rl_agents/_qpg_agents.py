@@ -1,0 +1,551 @@
+"""Q-value policy-gradient agents: DDPG, TD3 and SAC, for continuous (Box) action spaces.
+
+Action units: the models act in [-1, 1] per action dim, and ``step`` maps that affinely onto
+the action space's [low, high], so the sampler and the replay buffer hold environment
+actions. The algorithm maps replayed actions back with ``normalize_action`` before it gives
+them to ``q``; every other method speaks the model's [-1, 1] units.
+
+Interface for the algorithms (inputs moved to the agent's device, outputs on it):
+
+* ``DdpgAgent``: ``q(o, a_prev, r_prev, action) -> q [...]`` and ``q_at_mu(o, a_prev,
+  r_prev)`` (Q at the policy's action, with grad into both), ``target_q_at_mu(...)`` (the
+  target networks, no grad), ``mu_parameters()``, ``q_parameters()``;
+* ``Td3Agent``: ``q`` and ``target_q_at_mu`` return the twin critics' ``(q1, q2)``; the
+  target action carries clipped Gaussian noise (target policy smoothing);
+* ``SacAgent``: ``pi(o, a_prev, r_prev) -> (action, log_pi, dist_info)`` with grad, ``q``
+  and ``target_q(o, a_prev, r_prev, action)`` return ``(q1, q2)``; ``pi_parameters()``,
+  ``q_parameters()`` (both critics).
+
+All have ``update_target(tau)``, ``normalize_action(action)`` and
+``give_min_itr_learn(itr)``: before that sampler iteration, actions are drawn with
+``pretrain_std`` (exploration while the replay buffer fills). Evaluation is deterministic.
+``step`` returns ``AgentStep(action, agent_info)`` on CPU, as every agent does.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import torch
+
+from rl_arrays import AgentStep, buffer_to, namedarraytuple
+
+from ._base_agent import BaseAgent
+from ._distributions import DistInfoStd, Gaussian
+from ._model_utils import strip_ddp_state_dict, update_state_dict
+from ._qpg_models import LOG_STD_MAX, LOG_STD_MIN, MuMlpModel, PiMlpModel, QofMuMlpModel
+
+__all__ = ["AgentInfoDdpg", "AgentInfoSac", "DdpgAgent", "SacAgent", "Td3Agent"]
+
+AgentInfoDdpg = namedarraytuple("AgentInfoDdpg", ["mu"])
+AgentInfoDdpg.__doc__ = (
+    "What a DDPG or TD3 agent's step records: ``mu`` [..., action_size], the policy's "
+    "deterministic action (before exploration noise), in the environment's units."
+)
+
+AgentInfoSac = namedarraytuple("AgentInfoSac", ["dist_info"])
+AgentInfoSac.__doc__ = (
+    "What a SAC agent's step records: ``dist_info`` (DistInfoStd mean and log_std, "
+    "[..., action_size]) of the Gaussian before the tanh squash."
+)
+
+
+def _box_bounds(agent: Any, env_spaces: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """The action space's (low, high) as float tensors, after checking it is a bounded Box."""
+    action = getattr(env_spaces, "action", None)
+    shape = getattr(action, "shape", None)
+    low, high = getattr(action, "low", None), getattr(action, "high", None)
+    if hasattr(action, "n") or shape is None or len(shape) != 1 or low is None or high is None:
+        raise ValueError(
+            f"{type(agent).__name__} acts in continuous actions and needs a Box action space "
+            f"with a 1-D shape and low / high bounds; got env_spaces.action={action!r} (a "
+            f"{type(action).__name__}: discrete actions need a DQN-family or categorical "
+            "policy-gradient agent)"
+        )
+    low, high = (
+        torch.as_tensor(bound, dtype=torch.float32).broadcast_to(tuple(shape)).clone()
+        for bound in (low, high)
+    )
+    if not (bool(torch.isfinite(low).all()) and bool(torch.isfinite(high).all())):
+        raise ValueError(
+            f"{type(agent).__name__} scales its [-1, 1] actions to the action space's bounds, "
+            f"which must be finite; got low={low.tolist()}, high={high.tolist()}"
+        )
+    if not bool((low < high).all()):
+        raise ValueError(
+            f"{type(agent).__name__} needs low < high in every action dim, got "
+            f"low={low.tolist()}, high={high.tolist()}"
+        )
+    return low, high
+
+
+def _check_number(name: str, value: Any, positive: bool = False, allow_none: bool = True) -> Any:
+    """``value`` as a float after checking it is a number >= 0 (> 0 when ``positive``), or
+    None when allowed."""
+    if value is None and allow_none:
+        return None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or not (value > 0 if positive else value >= 0)
+    ):
+        expected = "a number > 0" if positive else "a number >= 0"
+        raise ValueError(
+            f"{name} must be {expected}{' or None' if allow_none else ''}, got {value!r}"
+        )
+    return float(value)
+
+
+def _with_default_sizes(kwargs: Mapping[str, Any] | None, sizes: list[int]) -> dict[str, Any]:
+    return {"hidden_sizes": sizes, **(kwargs or {})}
+
+
+class _QpgAgent(BaseAgent):
+    """What the three agents share: the Box action space mapped to [-1, 1], critics and
+    target networks beside the policy ``model`` (subclasses build them in
+    ``_build_networks``), the pretraining iteration and the state dict of every network."""
+
+    def __init__(
+        self,
+        ModelCls: Any,
+        QModelCls: Any,
+        model_kwargs: Mapping[str, Any],
+        q_model_kwargs: Mapping[str, Any],
+        initial_model_state_dict: Mapping[str, Any] | None,
+        pretrain_std: float | None,
+    ):
+        super().__init__(ModelCls, model_kwargs, initial_model_state_dict)
+        if QModelCls is None:
+            raise ValueError(f"{type(self).__name__} needs a QModelCls")
+        self.QModelCls = QModelCls
+        self.q_model_kwargs = dict(q_model_kwargs)
+        self.pretrain_std = _check_number("pretrain_std", pretrain_std)
+        # The algorithm's first learning iteration, in a tensor that initialize(share_memory=
+        # True) shares, so sampler workers started before the algorithm set it still see it.
+        self._min_itr_learn = torch.zeros((), dtype=torch.int64)
+        self._pretraining = False
+        self._action_low: Any = None
+        self._action_high: Any = None
+
+    # ------------------------------------------------------------------ set-up
+
+    def make_env_to_model_kwargs(self, env_spaces: Any) -> dict[str, Any]:
+        """``observation_shape`` and ``action_size``, for the policy and the critics."""
+        observation_shape = getattr(env_spaces.observation, "shape", None)
+        if observation_shape is None:
+            raise ValueError(
+                f"env_spaces.observation must have a shape, got {env_spaces.observation!r}"
+            )
+        return dict(
+            observation_shape=tuple(int(s) for s in observation_shape),
+            action_size=int(env_spaces.action.shape[0]),
+        )
+
+    def initialize(
+        self, env_spaces: Any, share_memory: bool = False, global_B: int = 1, env_ranks: Any = None
+    ) -> None:
+        """Build the policy, the critics and the target networks (targets start as copies);
+        refuses action spaces other than a bounded 1-D Box."""
+        self._action_low, self._action_high = _box_bounds(self, env_spaces)
+        super().initialize(env_spaces, share_memory, global_B=global_B, env_ranks=env_ranks)
+        self._build_networks()
+        if share_memory:
+            self._min_itr_learn.share_memory_()
+
+    def _build_networks(self) -> None:
+        raise NotImplementedError
+
+    def _make_q_model(self, state_dict: Mapping[str, Any] | None = None) -> torch.nn.Module:
+        q_model = self.QModelCls(**self.env_model_kwargs, **self.q_model_kwargs)
+        if state_dict is not None:
+            q_model.load_state_dict(strip_ddp_state_dict(state_dict))
+        return q_model.to(self.device)
+
+    @staticmethod
+    def _target_of(network: torch.nn.Module, blank: torch.nn.Module) -> torch.nn.Module:
+        """``blank`` made a copy of ``network`` that takes no gradient."""
+        blank.load_state_dict(network.state_dict())
+        return blank.requires_grad_(False)
+
+    def _networks(self) -> dict[str, torch.nn.Module]:
+        """Every network besides the policy, by its name in ``state_dict``."""
+        raise NotImplementedError
+
+    def _target_pairs(self) -> list[tuple[torch.nn.Module, torch.nn.Module]]:
+        """(target, online network) pairs that ``update_target`` moves."""
+        raise NotImplementedError
+
+    def give_min_itr_learn(self, min_itr_learn: int) -> None:
+        """The algorithm's first learning iteration: sampling before it uses ``pretrain_std``."""
+        self._min_itr_learn.fill_(int(min_itr_learn))
+
+    @property
+    def min_itr_learn(self) -> int:
+        return int(self._min_itr_learn)
+
+    def to_device(self, cuda_idx: int | None = None) -> None:
+        """Move every network to GPU ``cuda_idx`` (a shared policy stays in shared memory and
+        the agent trains a GPU copy of it, as ``BaseAgent.to_device`` does)."""
+        super().to_device(cuda_idx)
+        if cuda_idx is None:
+            return
+        for network in self._networks().values():
+            network.to(self.device)
+        self._action_low = self._action_low.to(self.device)
+        self._action_high = self._action_high.to(self.device)
+
+    # ------------------------------------------------------------------ modes
+
+    def train_mode(self, itr: int) -> None:
+        super().train_mode(itr)
+        for network in self._networks().values():
+            network.train()
+
+    def sample_mode(self, itr: int) -> None:
+        super().sample_mode(itr)
+        for network in self._networks().values():
+            network.eval()
+        self._pretraining = self.pretrain_std is not None and itr < self.min_itr_learn
+
+    def eval_mode(self, itr: int) -> None:
+        super().eval_mode(itr)
+        for network in self._networks().values():
+            network.eval()
+
+    # ------------------------------------------------------------------ actions
+
+    def _bounds(self) -> tuple[torch.Tensor, torch.Tensor]:
+        if self._action_low is None:
+            raise RuntimeError(f"{type(self).__name__} has no model yet: call initialize() first")
+        return self._action_low, self._action_high
+
+    def normalize_action(self, action: Any) -> torch.Tensor:
+        """Environment actions in [low, high] mapped to the model's [-1, 1], on the device."""
+        low, high = (x.to(self.device) for x in self._bounds())
+        action = torch.as_tensor(action, device=self.device).to(low.dtype)
+        return (2 * action - (high + low)) / (high - low)
+
+    def _env_action(self, action: torch.Tensor) -> torch.Tensor:
+        """[-1, 1] actions mapped onto [low, high] (clamped against rounding)."""
+        low, high = (x.to(action.device) for x in self._bounds())
+        scaled = low + (action + 1) * ((high - low) / 2)
+        return torch.clamp(scaled, low, high)
+
+    def _model_inputs(self, observation: Any, prev_action: Any, prev_reward: Any) -> tuple:
+        self._require_model()
+        return buffer_to((observation, prev_action, prev_reward), device=self.device)
+
+    def q_parameters(self) -> Iterator[torch.nn.Parameter]:
+        """The parameters of the critic(s), for the Q optimizer."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ targets and state
+
+    def update_target(self, tau: float = 1) -> None:
+        """Move every target network towards its online network: ``target = tau * online +
+        (1 - tau) * target`` (Polyak averaging; ``tau=1`` copies)."""
+        for target, online in self._target_pairs():
+            update_state_dict(target, online.state_dict(), tau)
+
+    def state_dict(self) -> dict[str, Any]:
+        """``{"model": policy, <critic and target names>: ...}``, every network's state dict."""
+        state = {"model": self._plain_model().state_dict()}
+        state.update({name: net.state_dict() for name, net in self._networks().items()})
+        return state
+
+    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
+        """Load ``state_dict()``'s output (``module.`` prefixes accepted)."""
+        networks = {"model": self._plain_model(), **self._networks()}
+        missing = sorted(networks.keys() - state_dict.keys())
+        if missing:
+            raise KeyError(
+                f"{type(self).__name__}.load_state_dict: the state dict lacks {missing}; it "
+                f"needs {sorted(networks)} (what state_dict() returns)"
+            )
+        for name, network in networks.items():
+            network.load_state_dict(strip_ddp_state_dict(state_dict[name]))
+
+
+class DdpgAgent(_QpgAgent):
+    """DDPG: a deterministic policy ``mu`` (``ModelCls``, default ``MuMlpModel``, tanh
+    output) and a critic Q(s, a) (``QModelCls``, default ``QofMuMlpModel``), each with a
+    target network; hidden sizes default to [400, 300] (rlpyt's).
+
+    Exploration: ``mu + N(0, action_std)`` in [-1, 1] units, the noise clipped to
+    ``action_noise_clip`` when given, the action to [-1, 1]; ``pretrain_std`` (when given)
+    replaces ``action_std`` before the algorithm's ``min_itr_learn``. Eval mode acts with
+    ``mu`` itself.
+
+    ``state_dict()`` holds ``model``, ``q_model``, ``target_model`` and ``target_q_model``.
+    """
+
+    def __init__(
+        self,
+        ModelCls: Any = MuMlpModel,
+        QModelCls: Any = QofMuMlpModel,
+        model_kwargs: Mapping[str, Any] | None = None,
+        q_model_kwargs: Mapping[str, Any] | None = None,
+        initial_model_state_dict: Mapping[str, Any] | None = None,
+        initial_q_model_state_dict: Mapping[str, Any] | None = None,
+        action_std: float = 0.1,
+        action_noise_clip: float | None = None,
+        pretrain_std: float | None = None,
+    ):
+        super().__init__(
+            ModelCls,
+            QModelCls,
+            _with_default_sizes(model_kwargs, [400, 300]),
+            _with_default_sizes(q_model_kwargs, [400, 300]),
+            initial_model_state_dict,
+            pretrain_std,
+        )
+        self.initial_q_model_state_dict = initial_q_model_state_dict
+        self.action_std = _check_number("action_std", action_std, allow_none=False)
+        self.action_noise_clip = _check_number("action_noise_clip", action_noise_clip, True)
+
+    def _build_networks(self) -> None:
+        self.q_model = self._make_q_model(self.initial_q_model_state_dict)
+        self.target_model = self._target_of(self._plain_model(), self._make_model())
+        self.target_q_model = self._target_of(self.q_model, self._make_q_model())
+        self.distribution = Gaussian(
+            dim=self.env_model_kwargs["action_size"],
+            std=self.action_std,
+            noise_clip=self.action_noise_clip,
+            clip=1.0,
+        )
+
+    def _networks(self) -> dict[str, torch.nn.Module]:
+        return {
+            "q_model": self.q_model,
+            "target_model": self.target_model,
+            "target_q_model": self.target_q_model,
+        }
+
+    def _target_pairs(self) -> list[tuple[torch.nn.Module, torch.nn.Module]]:
+        return [(self.target_model, self._plain_model()), (self.target_q_model, self.q_model)]
+
+    def mu_parameters(self) -> Iterator[torch.nn.Parameter]:
+        """The policy's parameters, for the mu optimizer."""
+        return self.parameters()
+
+    def q_parameters(self) -> Iterator[torch.nn.Parameter]:
+        return self.q_model.parameters()
+
+    def __call__(self, observation: Any, prev_action: Any, prev_reward: Any) -> torch.Tensor:
+        """The policy's action ``mu`` in [-1, 1], with grad."""
+        return self.model(*self._model_inputs(observation, prev_action, prev_reward))
+
+    def q(self, observation: Any, prev_action: Any, prev_reward: Any, action: Any) -> torch.Tensor:
+        """Q(s, a) for ``action`` in [-1, 1], with grad."""
+        inputs = self._model_inputs(observation, prev_action, prev_reward)
+        return self.q_model(*inputs, action.to(self.device))
+
+    def q_at_mu(self, observation: Any, prev_action: Any, prev_reward: Any) -> torch.Tensor:
+        """Q(s, mu(s)), with grad into the policy (and the critic)."""
+        inputs = self._model_inputs(observation, prev_action, prev_reward)
+        return self.q_model(*inputs, self.model(*inputs))
+
+    @torch.no_grad()
+    def target_q_at_mu(self, observation: Any, prev_action: Any, prev_reward: Any) -> Any:
+        """Q_target(s, mu_target(s)), no grad."""
+        inputs = self._model_inputs(observation, prev_action, prev_reward)
+        return self.target_q_model(*inputs, self.target_model(*inputs))
+
+    @torch.no_grad()
+    def step(self, observation: Any, prev_action: Any, prev_reward: Any) -> Any:
+        """Noisy actions in the environment's units: ``AgentStep(action, AgentInfoDdpg(mu))``."""
+        mu = self.model(*self._model_inputs(observation, prev_action, prev_reward))
+        action = self.distribution.sample(DistInfoStd(mean=mu, log_std=None))
+        agent_info = AgentInfoDdpg(mu=self._env_action(mu))
+        return buffer_to(AgentStep(self._env_action(action), agent_info), device="cpu")
+
+    def sample_mode(self, itr: int) -> None:
+        super().sample_mode(itr)
+        self.distribution.set_std(self.pretrain_std if self._pretraining else self.action_std)
+
+    def eval_mode(self, itr: int) -> None:
+        super().eval_mode(itr)
+        self.distribution.set_std(0.0)
+
+
+class Td3Agent(DdpgAgent):
+    """TD3: ``DdpgAgent`` with twin critics (``q_model``, ``q2_model`` and their targets) and
+    target policy smoothing: ``target_q_at_mu`` evaluates the target critics at
+    ``clip(mu_target(s') + clip(N(0, target_noise_std), +-target_noise_clip), -1, 1)``
+    (noise in [-1, 1] units). Sampling uses ``pretrain_std`` before ``min_itr_learn``.
+
+    ``state_dict()`` adds ``q2_model`` and ``target_q2_model`` to DdpgAgent's.
+    """
+
+    def __init__(
+        self,
+        pretrain_std: float | None = 0.5,
+        target_noise_std: float = 0.2,
+        target_noise_clip: float | None = 0.5,
+        initial_q2_model_state_dict: Mapping[str, Any] | None = None,
+        **kwargs: Any,
+    ):
+        super().__init__(pretrain_std=pretrain_std, **kwargs)
+        self.target_noise_std = _check_number(
+            "target_noise_std", target_noise_std, allow_none=False
+        )
+        self.target_noise_clip = _check_number("target_noise_clip", target_noise_clip, True)
+        self.initial_q2_model_state_dict = initial_q2_model_state_dict
+
+    def _build_networks(self) -> None:
+        super()._build_networks()
+        self.q2_model = self._make_q_model(self.initial_q2_model_state_dict)
+        self.target_q2_model = self._target_of(self.q2_model, self._make_q_model())
+        self.target_distribution = Gaussian(
+            dim=self.env_model_kwargs["action_size"],
+            std=self.target_noise_std,
+            noise_clip=self.target_noise_clip,
+            clip=1.0,
+        )
+
+    def _networks(self) -> dict[str, torch.nn.Module]:
+        return {
+            **super()._networks(),
+            "q2_model": self.q2_model,
+            "target_q2_model": self.target_q2_model,
+        }
+
+    def _target_pairs(self) -> list[tuple[torch.nn.Module, torch.nn.Module]]:
+        return [*super()._target_pairs(), (self.target_q2_model, self.q2_model)]
+
+    def q_parameters(self) -> Iterator[torch.nn.Parameter]:
+        """Both critics' parameters."""
+        return itertools.chain(self.q_model.parameters(), self.q2_model.parameters())
+
+    def q(  # type: ignore[override]
+        self, observation: Any, prev_action: Any, prev_reward: Any, action: Any
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(q1, q2)`` of the twin critics for ``action`` in [-1, 1], with grad."""
+        inputs = self._model_inputs(observation, prev_action, prev_reward)
+        action = action.to(self.device)
+        return self.q_model(*inputs, action), self.q2_model(*inputs, action)
+
+    @torch.no_grad()
+    def target_q_at_mu(
+        self, observation: Any, prev_action: Any, prev_reward: Any
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The twin target critics at the smoothed target action, no grad."""
+        inputs = self._model_inputs(observation, prev_action, prev_reward)
+        mu = self.target_model(*inputs)
+        action = self.target_distribution.sample(DistInfoStd(mean=mu, log_std=None))
+        return self.target_q_model(*inputs, action), self.target_q2_model(*inputs, action)
+
+
+class SacAgent(_QpgAgent):
+    """SAC: a Gaussian policy squashed by tanh (``ModelCls``, default ``PiMlpModel``, gives
+    the mean and log_std before the squash) and twin critics with target networks (no
+    policy target); hidden sizes default to [256, 256].
+
+    ``pi`` samples ``a = tanh(u)``, ``u ~ N(mean, std)`` (reparameterised), and returns
+    ``log pi(a) = log N(u) - sum(log(1 - tanh(u)^2))``, the correction in the stable form
+    ``2 * (log 2 - u - softplus(-2u))``. Sample mode draws from the policy, or with the fixed
+    ``pretrain_std`` around its mean before ``min_itr_learn``; eval mode acts with
+    ``tanh(mean)``. The temperature (log_alpha) belongs to the algorithm.
+
+    ``state_dict()`` holds ``model``, ``q1_model``, ``q2_model``, ``target_q1_model`` and
+    ``target_q2_model``.
+    """
+
+    def __init__(
+        self,
+        ModelCls: Any = PiMlpModel,
+        QModelCls: Any = QofMuMlpModel,
+        model_kwargs: Mapping[str, Any] | None = None,
+        q_model_kwargs: Mapping[str, Any] | None = None,
+        initial_model_state_dict: Mapping[str, Any] | None = None,
+        pretrain_std: float | None = 0.75,
+    ):
+        super().__init__(
+            ModelCls,
+            QModelCls,
+            _with_default_sizes(model_kwargs, [256, 256]),
+            _with_default_sizes(q_model_kwargs, [256, 256]),
+            initial_model_state_dict,
+            pretrain_std,
+        )
+
+    def _build_networks(self) -> None:
+        self.q1_model = self._make_q_model()
+        self.q2_model = self._make_q_model()
+        self.target_q1_model = self._target_of(self.q1_model, self._make_q_model())
+        self.target_q2_model = self._target_of(self.q2_model, self._make_q_model())
+        self.distribution = Gaussian(
+            dim=self.env_model_kwargs["action_size"],
+            squash=1.0,
+            min_std=math.exp(LOG_STD_MIN),
+            max_std=math.exp(LOG_STD_MAX),
+        )
+
+    def _networks(self) -> dict[str, torch.nn.Module]:
+        return {
+            "q1_model": self.q1_model,
+            "q2_model": self.q2_model,
+            "target_q1_model": self.target_q1_model,
+            "target_q2_model": self.target_q2_model,
+        }
+
+    def _target_pairs(self) -> list[tuple[torch.nn.Module, torch.nn.Module]]:
+        return [(self.target_q1_model, self.q1_model), (self.target_q2_model, self.q2_model)]
+
+    def pi_parameters(self) -> Iterator[torch.nn.Parameter]:
+        """The policy's parameters, for the pi optimizer."""
+        return self.parameters()
+
+    def q_parameters(self) -> Iterator[torch.nn.Parameter]:
+        """Both critics' parameters."""
+        return itertools.chain(self.q1_model.parameters(), self.q2_model.parameters())
+
+    def _dist_info(self, inputs: tuple) -> Any:
+        mean, log_std = self.model(*inputs)
+        return DistInfoStd(mean=mean, log_std=log_std)
+
+    def pi(
+        self, observation: Any, prev_action: Any, prev_reward: Any
+    ) -> tuple[torch.Tensor, torch.Tensor, Any]:
+        """``(action in [-1, 1], log_pi [...], dist_info)``: a new reparameterised sample
+        and its log-likelihood, with grad."""
+        dist_info = self._dist_info(self._model_inputs(observation, prev_action, prev_reward))
+        action, log_pi = self.distribution.sample_loglikelihood(dist_info)
+        return action, log_pi, dist_info
+
+    __call__ = pi
+
+    def q(
+        self, observation: Any, prev_action: Any, prev_reward: Any, action: Any
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(q1, q2)`` for ``action`` in [-1, 1], with grad."""
+        inputs = self._model_inputs(observation, prev_action, prev_reward)
+        action = action.to(self.device)
+        return self.q1_model(*inputs, action), self.q2_model(*inputs, action)
+
+    @torch.no_grad()
+    def target_q(
+        self, observation: Any, prev_action: Any, prev_reward: Any, action: Any
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The target critics' ``(q1, q2)`` for ``action`` in [-1, 1], no grad."""
+        inputs = self._model_inputs(observation, prev_action, prev_reward)
+        action = action.to(self.device)
+        return self.target_q1_model(*inputs, action), self.target_q2_model(*inputs, action)
+
+    @torch.no_grad()
+    def step(self, observation: Any, prev_action: Any, prev_reward: Any) -> Any:
+        """Actions in the environment's units: ``AgentStep(action, AgentInfoSac(dist_info))``."""
+        dist_info = self._dist_info(self._model_inputs(observation, prev_action, prev_reward))
+        if self._mode == "eval":
+            action = torch.tanh(dist_info.mean)
+        elif self._pretraining:
+            noise = torch.randn_like(dist_info.mean) * self.pretrain_std
+            action = torch.tanh(dist_info.mean + noise)
+        else:
+            action = self.distribution.sample(dist_info)
+        agent_info = AgentInfoSac(dist_info=dist_info)
+        return buffer_to(AgentStep(self._env_action(action), agent_info), device="cpu")

@@ -1,0 +1,253 @@
+"""SAC: soft actor-critic with twin critics, a tanh-squashed Gaussian policy and a fixed or
+learned temperature, from a replay buffer (loop, replay and time limits as in ``_ddpg``)."""
+
+from __future__ import annotations
+
+import math
+from collections import namedtuple
+from typing import Any
+
+import torch
+
+from ._ddpg import _masked_mean, _QpgAlgo, frozen
+from ._dqn import _check_positive, example_field
+from ._pg import check_number
+
+__all__ = ["SAC", "SacOptInfo"]
+
+# Diagnostics of one optimize_agent call, one float per update: the critics' and the policy's
+# losses, gradient norms before clipping (both critics together), the batch means of the
+# replayed actions' Q-values and of the policy's mean and log_std (before the squash), and
+# the temperature alpha used in the update.
+SacOptInfo = namedtuple(
+    "SacOptInfo",
+    [
+        "q1Loss",
+        "q2Loss",
+        "piLoss",
+        "qGradNorm",
+        "piGradNorm",
+        "q1",
+        "q2",
+        "piMu",
+        "piLogStd",
+        "alpha",
+    ],
+)
+
+_LOG_2PI = math.log(2 * math.pi)
+
+
+class SAC(_QpgAlgo):
+    """Soft actor-critic (rlpyt's arguments and defaults; the agent meets ``SacAgentLike``).
+
+    Each update, on one replayed batch:
+
+    * critics: both regress (``0.5 * (y - Q_i)**2``, averaged over the valid transitions) on
+      ``y = reward_scale * return_ + discount**n * (1 - done_n) * (min(Q1_target,
+      Q2_target)(s', a') - alpha * log pi(a'|s'))`` with ``a'`` drawn from the policy;
+    * policy: ``mean(alpha * log pi(a|s) - min(Q1, Q2)(s, a) - log prior(a))``, ``a`` a
+      reparameterised sample; ``action_prior`` "uniform" (log prior 0) or "gaussian"
+      (standard normal on the [-1, 1] action);
+    * temperature: with ``fixed_alpha`` None, ``log_alpha`` (from 0, alpha 1) descends
+      ``-mean(log_alpha * (log pi + target_entropy))``, ``target_entropy="auto"`` being
+      ``-action_dim``; otherwise alpha stays ``fixed_alpha``.
+
+    One ``learning_rate`` for the policy, the critics (one optimizer over both) and the
+    temperature. ``optim_state_dict`` holds the three optimizers, ``log_alpha`` and
+    ``update_counter``, so a resumed run continues exactly.
+    """
+
+    OptInfoCls: Any = SacOptInfo
+    opt_info_fields: tuple[str, ...] = SacOptInfo._fields
+    agent_members = (
+        "device",
+        "pi",
+        "q",
+        "target_q",
+        "pi_parameters",
+        "q_parameters",
+        "normalize_action",
+        "update_target",
+        "give_min_itr_learn",
+    )
+    agent_protocol = "SacAgentLike"
+
+    def __init__(
+        self,
+        discount: float = 0.99,
+        batch_size: int = 256,
+        min_steps_learn: int = int(1e4),
+        replay_size: int = int(1e6),
+        replay_ratio: float = 256,
+        target_update_tau: float = 0.005,
+        target_update_interval: int = 1,
+        learning_rate: float = 3e-4,
+        fixed_alpha: float | None = None,
+        OptimCls: Any = torch.optim.Adam,
+        optim_kwargs: dict[str, Any] | None = None,
+        initial_optim_state_dict: dict[str, Any] | None = None,
+        action_prior: str = "uniform",
+        reward_scale: float = 1,
+        target_entropy: float | str = "auto",
+        clip_grad_norm: float | None = 1e9,
+        n_step_return: int = 1,
+        updates_per_sync: int = 1,
+        bootstrap_timelimit: bool = True,
+        ReplayBufferCls: Any = None,
+    ):
+        super().__init__(
+            discount=discount,
+            batch_size=batch_size,
+            min_steps_learn=min_steps_learn,
+            replay_size=replay_size,
+            replay_ratio=replay_ratio,
+            target_update_tau=target_update_tau,
+            target_update_interval=target_update_interval,
+            OptimCls=OptimCls,
+            optim_kwargs=optim_kwargs,
+            initial_optim_state_dict=initial_optim_state_dict,
+            clip_grad_norm=clip_grad_norm,
+            n_step_return=n_step_return,
+            updates_per_sync=updates_per_sync,
+            bootstrap_timelimit=bootstrap_timelimit,
+            ReplayBufferCls=ReplayBufferCls,
+        )
+        check_number("learning_rate", learning_rate, 0)
+        if fixed_alpha is not None:
+            _check_positive("fixed_alpha", fixed_alpha)
+        if action_prior not in ("uniform", "gaussian"):
+            raise ValueError(f'action_prior must be "uniform" or "gaussian", got {action_prior!r}')
+        check_number("reward_scale", reward_scale)
+        if target_entropy != "auto":
+            check_number("target_entropy", target_entropy)
+        self.learning_rate = learning_rate
+        self.fixed_alpha = fixed_alpha
+        self.action_prior = action_prior
+        self.reward_scale = reward_scale
+        self.target_entropy = target_entropy
+        self.pi_optimizer: Any = None
+        self.q_optimizer: Any = None
+        self.alpha_optimizer: Any = None
+        self.log_alpha: Any = None
+
+    def initialize(
+        self,
+        agent: Any,
+        n_itr: int,
+        batch_spec: Any,
+        mid_batch_reset: bool = False,
+        examples: Any = None,
+        world_size: int = 1,
+        rank: int = 0,
+    ) -> None:
+        """As ``DDPG.initialize``; also sizes the entropy target from the examples' action."""
+        super().initialize(agent, n_itr, batch_spec, mid_batch_reset, examples, world_size, rank)
+        action_dim = math.prod(torch.as_tensor(example_field(examples, "action")).shape)
+        auto = self.target_entropy == "auto"
+        self._target_entropy = -float(action_dim) if auto else float(self.target_entropy)
+
+    def _make_optimizers(self) -> None:
+        self._pi_params = list(self._agent.pi_parameters())
+        self._q_params = list(self._agent.q_parameters())
+        self.pi_optimizer = self._make_optimizer(self._pi_params, self.learning_rate, "pi")
+        self.q_optimizer = self._make_optimizer(self._q_params, self.learning_rate, "critic")
+        log_alpha = 0.0 if self.fixed_alpha is None else math.log(self.fixed_alpha)
+        self.log_alpha = torch.tensor([log_alpha], device=self._device)
+        if self.fixed_alpha is None:
+            self.log_alpha.requires_grad_(True)
+            self.alpha_optimizer = self._make_optimizer([self.log_alpha], self.learning_rate, "")
+
+    def _optimizers(self) -> dict[str, torch.optim.Optimizer]:
+        optimizers = {
+            "pi_optimizer": self._require(self.pi_optimizer),
+            "q_optimizer": self._require(self.q_optimizer),
+        }
+        if self.alpha_optimizer is not None:
+            optimizers["alpha_optimizer"] = self.alpha_optimizer
+        return optimizers
+
+    @property
+    def alpha(self) -> float:
+        """The current temperature."""
+        return math.exp(self._require(self.log_alpha).item())
+
+    def _update(self, samples: Any, opt_info: Any) -> None:
+        agent = self._agent
+        alpha = self.log_alpha.detach().exp()
+        q1_loss, q2_loss, q1, q2 = self.q_loss(samples, alpha)
+        q_grad_norm = self._step(self.q_optimizer, q1_loss + q2_loss, self._q_params)
+        action, log_pi, dist_info = agent.pi(*samples.agent_inputs)
+        pi_loss = self.pi_loss(samples, action, log_pi, alpha)
+        pi_grad_norm = self._step(self.pi_optimizer, pi_loss, self._pi_params)
+        if self.alpha_optimizer is not None:
+            alpha_loss = -(self.log_alpha * (log_pi.detach() + self._target_entropy)).mean()
+            self.alpha_optimizer.zero_grad()
+            alpha_loss.backward()
+            self.alpha_optimizer.step()
+        values = dict(
+            q1Loss=q1_loss,
+            q2Loss=q2_loss,
+            piLoss=pi_loss,
+            qGradNorm=q_grad_norm,
+            piGradNorm=pi_grad_norm,
+            q1=q1.mean(),
+            q2=q2.mean(),
+            piMu=dist_info.mean.mean(),
+            piLogStd=dist_info.log_std.mean(),
+            alpha=alpha,
+        )
+        for name, value in values.items():
+            getattr(opt_info, name).append(value.item() if torch.is_tensor(value) else value)
+
+    def q_target(self, samples: Any, alpha: torch.Tensor) -> torch.Tensor:
+        """The critics' target ``y`` (no grad): the soft value of s' under the target critics
+        and a fresh policy action, bootstrapped onto the scaled return."""
+        with torch.no_grad():
+            next_action, next_log_pi, _ = self._agent.pi(*samples.target_inputs)
+            q1, q2 = self._agent.target_q(*samples.target_inputs, next_action)
+            next_value = torch.min(q1, q2) - alpha * next_log_pi
+            return self.bootstrapped(samples, next_value, self.reward_scale)
+
+    def q_loss(self, samples: Any, alpha: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """``(q1_loss, q2_loss, q1, q2)`` on a replayed batch; the Q-values detached."""
+        action = self._agent.normalize_action(samples.action)
+        q1, q2 = self._agent.q(*samples.agent_inputs, action)
+        y = self.q_target(samples, alpha)
+        valid = self.valid(samples)
+        q1_loss = _masked_mean(0.5 * (y - q1) ** 2, valid)
+        q2_loss = _masked_mean(0.5 * (y - q2) ** 2, valid)
+        return q1_loss, q2_loss, q1.detach(), q2.detach()
+
+    def pi_loss(
+        self, samples: Any, action: torch.Tensor, log_pi: torch.Tensor, alpha: torch.Tensor
+    ) -> torch.Tensor:
+        """``mean(alpha * log_pi - min(Q1, Q2)(s, action) - log prior(action))`` for the
+        policy's reparameterised ``action`` (grad flows through it into the policy; the
+        critics are held fixed)."""
+        with frozen(self._q_params):
+            q1, q2 = self._agent.q(*samples.agent_inputs, action)
+        return (alpha * log_pi - torch.min(q1, q2) - self.prior_log_prob(action)).mean()
+
+    def prior_log_prob(self, action: torch.Tensor) -> torch.Tensor | float:
+        """The action prior's log-density: 0 for "uniform" (a constant does not change the
+        gradient), the standard normal's summed over dims for "gaussian"."""
+        if self.action_prior == "uniform":
+            return 0.0
+        return -0.5 * (action**2 + _LOG_2PI).sum(dim=-1)
+
+    def optim_state_dict(self) -> dict[str, Any]:
+        """The optimizers, ``update_counter`` and ``log_alpha`` (a copy)."""
+        state = super().optim_state_dict()
+        state["log_alpha"] = self._require(self.log_alpha).detach().clone()
+        return state
+
+    def load_optim_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Restore what :meth:`optim_state_dict` returned."""
+        if isinstance(state_dict, dict) and "log_alpha" not in state_dict:
+            raise ValueError(
+                "state_dict is missing 'log_alpha'; expected what SAC.optim_state_dict() returns"
+            )
+        super().load_optim_state_dict(state_dict)
+        with torch.no_grad():  # in place: the temperature's optimizer holds this tensor
+            self.log_alpha.copy_(torch.as_tensor(state_dict["log_alpha"]).reshape(1))
