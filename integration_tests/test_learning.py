@@ -28,6 +28,9 @@ CASES = {
     "dqn-cartpole": ("cartpole-dqn", 100_000, 475, []),
     "prioritized-dqn-cartpole": ("cartpole-dqn-prioritized", 100_000, 475, []),
     "catdqn-cartpole": ("cartpole-catdqn", 100_000, 475, []),
+    "sac-pendulum": ("pendulum-sac", 20_000, -200, []),
+    "td3-pendulum": ("pendulum-td3", 20_000, -200, []),
+    "ddpg-pendulum": ("pendulum-ddpg", 20_000, -250, []),
 }
 
 

@@ -45,3 +45,9 @@ def test_demo_command_refuses_bad_input(capsys):
     with pytest.raises(SystemExit):
         main(["demo", "-T", "0"])
     assert "must be a positive integer" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("algo, preset", [("sac", "pendulum-sac"), ("dqn", "cartpole-dqn")])
+def test_train_without_env_uses_one_the_algorithm_can_act_in(capsys, algo, preset):
+    assert main(["train", algo, "--steps", "400", "--dry-run"]) == 0
+    assert f"preset: {preset}" in capsys.readouterr().out

@@ -2,7 +2,7 @@
 
 import pytest
 
-from rl_suite._config import PRESETS, apply_overrides, make_config
+from rl_suite._config import PRESETS, apply_overrides, default_preset, make_config
 
 
 def test_a_preset_changes_only_what_it_names():
@@ -42,3 +42,22 @@ def test_unknown_names_are_refused_with_what_exists():
         apply_overrides(make_config(), ["sampler.batch_B"])
     with pytest.raises(ValueError, match="sampler is a group of settings"):
         apply_overrides(make_config(), ["sampler=3"])
+
+
+@pytest.mark.parametrize(
+    ("algo", "env", "preset"),
+    [
+        ("ppo", "CartPole-v1", "cartpole"),
+        ("dqn", "ALE/Breakout-v5", "atari-dqn"),
+        ("sac", "Pendulum-v1", "pendulum-sac"),
+        ("td3", "Pendulum-v1", "pendulum-td3"),
+        ("sac", "HalfCheetah-v5", "mujoco-sac"),
+        ("td3", "Hopper-v5", "mujoco-td3"),
+        ("ddpg", "Walker2d-v5", "mujoco-ddpg"),
+        ("sac", "Ant-v5", "mujoco-sac"),
+        ("ppo", "Hopper-v5", None),
+        ("sac", "MountainCarContinuous-v0", None),
+    ],
+)
+def test_the_default_preset_is_the_one_made_for_the_algorithm_and_environment(algo, env, preset):
+    assert default_preset(algo, env) == preset

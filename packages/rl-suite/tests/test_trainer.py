@@ -151,7 +151,7 @@ def test_plot_draws_several_runs(tmp_path, capsys):
 def test_list_and_module_entry_point(capsys):
     assert main(["list"]) == 0
     out = capsys.readouterr().out
-    assert "algorithms: a2c, ppo, dqn, catdqn, r2d1" in out
+    assert "algorithms: a2c, ppo, dqn, catdqn, r2d1, ddpg, td3, sac" in out
     assert all(name in out for name in rl_suite.PRESETS)
     result = subprocess.run(
         [sys.executable, "-m", "rl_suite", "--version"],
@@ -204,7 +204,76 @@ def test_a_resumed_q_learning_run_keeps_its_replay_buffer(tmp_path):
     assert [int(r["CumSteps"]) for r in _rows(run_dir)] == [0, 1024, 2048, 3072]
 
 
-def test_q_learning_refuses_continuous_actions(tmp_path, capsys):
-    assert main(["train", "dqn", "--env", "Pendulum-v1", "--log-dir", str(tmp_path)]) == 2
-    assert "dqn cannot act in Pendulum-v1's action space" in capsys.readouterr().err
+@pytest.mark.parametrize(
+    ("algo", "env", "message"),
+    [
+        ("dqn", "Pendulum-v1", "dqn cannot act in Pendulum-v1's action space"),
+        ("sac", "CartPole-v1", "sac cannot act in CartPole-v1's action space"),
+        ("td3", "CartPole-v1", "it takes continuous actions"),
+    ],
+)
+def test_an_algorithm_is_refused_an_action_space_it_cannot_act_in(
+    tmp_path, capsys, algo, env, message
+):
+    assert main(["train", algo, "--env", env, "--log-dir", str(tmp_path)]) == 2
+    assert message in capsys.readouterr().err
     assert not any(tmp_path.iterdir())
+
+
+# DDPG, TD3 and SAC presets cut to a few iterations with small networks: 200 steps without
+# learning, then one update of 32 per step.
+def _tiny_qpg(preset, steps, *changes):
+    config = rl_suite.make_config(preset, steps=steps, seed=2)
+    small = {"hidden_sizes": [32, 32]}
+    short = ["runner.log_interval_steps=200", "sampler.eval_n_envs=2"]
+    short += ["sampler.eval_max_steps=400", "sampler.eval_max_trajectories=2"]
+    short += ["algo_kwargs.min_steps_learn=200", "algo_kwargs.batch_size=32"]
+    short += ["algo_kwargs.replay_ratio=32", f"agent.model_kwargs={small}"]
+    short += [f"agent_kwargs.q_model_kwargs={small}"]
+    return rl_suite.apply_overrides(config, [*short, *changes])
+
+
+@pytest.mark.parametrize(
+    ("preset", "targets", "optimizers"),
+    [
+        ("pendulum-ddpg", ["target_model", "target_q_model"], ["mu_optimizer", "q_optimizer"]),
+        (
+            "pendulum-td3",
+            ["target_model", "target_q_model", "target_q2_model"],
+            ["mu_optimizer", "q_optimizer"],
+        ),
+        (
+            "pendulum-sac",
+            ["target_q1_model", "target_q2_model"],
+            ["pi_optimizer", "q_optimizer", "alpha_optimizer", "log_alpha"],
+        ),
+    ],
+)
+def test_q_value_policy_gradient_presets_train_and_checkpoint_everything(
+    tmp_path, preset, targets, optimizers
+):
+    run_dir = rl_suite.train(_tiny_qpg(preset, 400), tmp_path)
+    rows = _rows(run_dir)
+    assert [int(r["CumSteps"]) for r in rows] == [0, 200, 400]
+    assert int(rows[-1]["CumUpdates"]) == 200
+    assert all(int(r["TrajsInEval"]) == 2 for r in rows)
+    checkpoint = rl_suite._trainer.torch.load(run_dir / "params.pt", weights_only=True)
+    assert {"model", *targets} <= checkpoint["agent_state_dict"].keys()
+    assert {*optimizers, "update_counter"} <= checkpoint["optimizer_state_dict"].keys()
+
+
+def test_a_resumed_sac_run_continues_as_if_never_stopped(tmp_path):
+    """SAC stopped after 400 steps and resumed to 600 (with its replay buffer) logs the same
+    last row as a run of 600 steps in one go: the optimizers, the temperature, the target
+    networks, the replay and the environments all came back."""
+    replay = "runner.checkpoint_replay=True"
+    straight = rl_suite.train(_tiny_qpg("pendulum-sac", 600, replay), tmp_path / "straight")
+    run_dir = rl_suite.train(_tiny_qpg("pendulum-sac", 400, replay), tmp_path / "resumed")
+    params = json.loads((run_dir / "params.json").read_text())
+    params["config"]["steps"] = 600  # one more log interval
+    (run_dir / "params.json").write_text(json.dumps(params))
+    rl_suite.resume(run_dir)
+    rows, expected = _rows(run_dir), _rows(straight)
+    assert [int(r["CumSteps"]) for r in rows] == [0, 200, 400, 600]
+    timeless = [key for key in expected[-1] if "Time" not in key and "PerSecond" not in key]
+    assert {key: rows[-1][key] for key in timeless} == {key: expected[-1][key] for key in timeless}

@@ -8,6 +8,10 @@ import json
 import sys
 from pathlib import Path
 
+# The environment `train ALGO` uses without --env: the continuous-action algorithms get one with
+# continuous actions (the others CartPole-v1).
+DEFAULT_ENVS = {"ddpg": "Pendulum-v1", "td3": "Pendulum-v1", "sac": "Pendulum-v1"}
+
 
 def _positive_int(text: str) -> int:
     """An int >= 1, also written as 1e5 or 100_000."""
@@ -36,7 +40,11 @@ def _parser() -> argparse.ArgumentParser:
         help="a named configuration (`rl-suite list`); by default the one made for ALGO on "
         "--env, when there is one",
     )
-    train.add_argument("--env", help="environment id: a gymnasium id, or atari:<game>")
+    train.add_argument(
+        "--env",
+        help="environment id: a gymnasium id, or atari:<game> (default CartPole-v1; "
+        "Pendulum-v1 for ddpg, td3 and sac)",
+    )
     train.add_argument("--steps", type=_positive_int, help="environment steps to train for")
     train.add_argument("--seed", type=int, help="random seed (also names the run: run_<seed>)")
     train.add_argument("--log-dir", help="where the run directory goes (default runs/ALGO-ENV)")
@@ -113,7 +121,7 @@ def _train_config(args: argparse.Namespace) -> dict:
 
     preset = args.preset
     if preset is None:
-        preset = default_preset(args.algo, args.env or "CartPole-v1")
+        preset = default_preset(args.algo, args.env or DEFAULT_ENVS.get(args.algo, "CartPole-v1"))
     sampler = {"kind": args.sampler, "workers": args.workers}
     config = make_config(
         preset,

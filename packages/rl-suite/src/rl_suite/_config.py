@@ -14,7 +14,7 @@ from typing import Any
 
 __all__ = ["ALGOS", "PRESETS", "PRESET_ABOUT", "apply_overrides", "default_preset", "make_config"]
 
-ALGOS = ("a2c", "ppo", "dqn", "catdqn", "r2d1")
+ALGOS = ("a2c", "ppo", "dqn", "catdqn", "r2d1", "ddpg", "td3", "sac")
 
 DEFAULTS: dict[str, Any] = {
     "algo": "ppo",
@@ -112,6 +112,48 @@ _ATARI_DQN = {
     "runner": {"log_interval_steps": 1_000_000},
     "agent_kwargs": {"eps_final": 0.01, "eps_eval": 0.001},
 }
+
+# SAC, TD3 and DDPG on Pendulum-v1: one environment, one update per step (replay_ratio =
+# batch_size), a replay that holds the whole run. From rl-baselines3-zoo's Pendulum-v1
+# settings: learning rates 1e-3; TD3's and DDPG's discount 0.98 and exploration noise 0.1;
+# SAC's and DDPG's batches of 256 and tau 0.005 (SB3's defaults). From rlpyt: TD3's batches
+# of 100, its noise of 0.5 before learning starts (for DDPG too), SAC's 0.75. Learning starts
+# earlier than the zoo's (SAC 1k, TD3 2k, DDPG 5k): tried on a few seeds, they reach the
+# learning tests' bars within 4k to 11k steps. Evaluations: 10 episodes (10 environments at
+# once) every 1,000 steps, so `runner.stop_return` stops soon after the bar is reached; the
+# start angle varies a lot, so fewer episodes would be noisy.
+_PENDULUM_QPG = {
+    "env": "Pendulum-v1",
+    "steps": 20_000,
+    "torch_threads": 1,
+    "sampler": {
+        "batch_T": 1,
+        "batch_B": 1,
+        "eval_n_envs": 10,
+        "eval_max_steps": 2_000,
+        "eval_max_trajectories": 10,
+    },
+    "runner": {"log_interval_steps": 1_000},
+}
+_PENDULUM_NOISE = {"action_std": 0.1, "pretrain_std": 0.5}
+
+# The reference's MuJoCo configurations (rlpyt's experiments/configs/mujoco/qpg): one
+# environment, one update per step (replay_ratio = batch_size), 1M steps, learning from 10k,
+# a replay of 1M, an evaluation of 50 episodes (at most 51k steps, 10 environments) every 10k
+# steps. Networks: the agents' defaults, rlpyt's ([256, 256] for SAC, [400, 300] otherwise).
+_MUJOCO_QPG = {
+    "env": "HalfCheetah-v5",
+    "steps": 1_000_000,
+    "sampler": {
+        "batch_T": 1,
+        "batch_B": 1,
+        "eval_n_envs": 10,
+        "eval_max_steps": 51_000,
+        "eval_max_trajectories": 50,
+    },
+    "runner": {"log_interval_steps": 10_000},
+}
+_MUJOCO_REPLAY = {"discount": 0.99, "min_steps_learn": 10_000, "replay_size": 1_000_000}
 
 # Each preset: the algorithm it is for, and what it changes in the defaults.
 PRESETS: dict[str, dict[str, Any]] = {
@@ -289,6 +331,87 @@ PRESETS: dict[str, dict[str, Any]] = {
             "frame_buffer": True,
         },
     },
+    "pendulum-sac": {
+        **_PENDULUM_QPG,
+        "algo": "sac",
+        "algo_kwargs": {
+            "discount": 0.99,
+            "batch_size": 256,
+            "replay_ratio": 256,
+            "learning_rate": 1e-3,
+            "min_steps_learn": 1_000,
+            "replay_size": 100_000,
+        },
+    },
+    "pendulum-td3": {
+        **_PENDULUM_QPG,
+        "algo": "td3",
+        "agent_kwargs": _PENDULUM_NOISE,
+        "algo_kwargs": {
+            "discount": 0.98,
+            "batch_size": 100,
+            "replay_ratio": 100,
+            "learning_rate": 1e-3,
+            "q_learning_rate": 1e-3,
+            "min_steps_learn": 2_000,
+            "replay_size": 100_000,
+        },
+    },
+    "pendulum-ddpg": {
+        **_PENDULUM_QPG,
+        "algo": "ddpg",
+        "agent_kwargs": _PENDULUM_NOISE,
+        "algo_kwargs": {
+            "discount": 0.98,
+            "batch_size": 256,
+            "replay_ratio": 256,
+            "learning_rate": 1e-3,
+            "q_learning_rate": 1e-3,
+            "target_update_tau": 0.005,
+            "min_steps_learn": 5_000,
+            "replay_size": 100_000,
+        },
+    },
+    # rlpyt's sac_1M_serial, without reward_scale=5 and policy_output_regularization=0.001:
+    # settings of rlpyt's first SAC (a value network and a fixed temperature); with a learned
+    # temperature the entropy target sets that balance (SAC's authors then used 1).
+    "mujoco-sac": {
+        **_MUJOCO_QPG,
+        "algo": "sac",
+        "algo_kwargs": {
+            **_MUJOCO_REPLAY,
+            "batch_size": 256,
+            "replay_ratio": 256,
+            "target_update_tau": 0.005,
+            "learning_rate": 3e-4,
+        },
+    },
+    "mujoco-td3": {  # rlpyt's td3_serial_bstl
+        **_MUJOCO_QPG,
+        "algo": "td3",
+        "algo_kwargs": {
+            **_MUJOCO_REPLAY,
+            "batch_size": 100,
+            "replay_ratio": 100,
+            "target_update_tau": 0.005,
+            "target_update_interval": 2,
+            "policy_update_interval": 2,
+            "learning_rate": 1e-3,
+            "q_learning_rate": 1e-3,
+        },
+    },
+    "mujoco-ddpg": {  # rlpyt's ddpg_from_td3_1M_serial
+        **_MUJOCO_QPG,
+        "algo": "ddpg",
+        "algo_kwargs": {
+            **_MUJOCO_REPLAY,
+            "batch_size": 100,
+            "replay_ratio": 100,
+            "target_update_tau": 0.01,
+            "learning_rate": 1e-3,
+            "q_learning_rate": 1e-3,
+        },
+    },
 }
 
 
@@ -306,26 +429,47 @@ PRESET_ABOUT = {
     "atari-dqn": "DQN on Atari (atari:<game>), the reference's configuration, frame buffer",
     "atari-catdqn": "categorical DQN on Atari, the reference's configuration, frame buffer",
     "atari-r2d1": "R2D1 on Atari, the reference's configuration, unclipped rewards",
+    "pendulum-sac": "SAC on Pendulum-v1, one update per step: -200 within 20k steps",
+    "pendulum-td3": "TD3 on Pendulum-v1, one update per step: -200 within 20k steps",
+    "pendulum-ddpg": "DDPG on Pendulum-v1, one update per step: -250 within 20k steps",
+    "mujoco-sac": "SAC on MuJoCo locomotion, the reference's configuration, 1M steps",
+    "mujoco-td3": "TD3 on MuJoCo locomotion, the reference's configuration, 1M steps",
+    "mujoco-ddpg": "DDPG on MuJoCo locomotion, the reference's configuration, 1M steps",
 }
 assert PRESET_ABOUT.keys() == PRESETS.keys()
 
 
+# The MuJoCo locomotion tasks the mujoco-* presets are made for (any version of each).
+MUJOCO_LOCOMOTION = ("HalfCheetah", "Hopper", "Walker2d", "Ant")
+
+
 def default_preset(algo: str, env: str) -> str | None:
-    """The preset made for ``algo`` on ``env`` (any Atari game for the Atari ones), if any:
-    what ``train`` uses when no preset is named."""
+    """The preset made for ``algo`` on ``env`` (any Atari game for the Atari ones, any
+    MuJoCo locomotion task for the MuJoCo ones), if any: what ``train`` uses when no preset
+    is named."""
     for name, preset in PRESETS.items():
         special = "observation_indices" in preset.get("env_kwargs", {}) or preset.get(
             "agent", {}
         ).get("recurrent")
         if preset["algo"] != algo or special:
             continue
-        if preset["env"] == env or (preset["env"].startswith("atari:") and _is_atari(env)):
+        if _env_family(preset["env"]) == _env_family(env):
             return name
     return None
 
 
 def _is_atari(env: str) -> bool:
     return env.startswith(("atari:", "ALE/"))
+
+
+def _env_family(env: str) -> str:
+    """What a preset's environment stands for: every Atari game, every MuJoCo locomotion
+    task, or just itself."""
+    if _is_atari(env):
+        return "atari"
+    if env.partition("-")[0] in MUJOCO_LOCOMOTION:
+        return "mujoco-locomotion"
+    return env
 
 
 def _merge(base: dict[str, Any], changes: dict[str, Any], path: str = "") -> None:

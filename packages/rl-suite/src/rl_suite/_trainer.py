@@ -25,13 +25,16 @@ from rl_agents import (
     AtariR2d1Agent,
     CategoricalFfAgent,
     CategoricalLstmAgent,
+    DdpgAgent,
     MujocoFfAgent,
     MujocoLstmAgent,
+    SacAgent,
+    Td3Agent,
     VectorCatDqnAgent,
     VectorDqnAgent,
     VectorR2d1Agent,
 )
-from rl_algos import A2C, DQN, PPO, R2D1, CategoricalDQN
+from rl_algos import A2C, DDPG, DQN, PPO, R2D1, SAC, TD3, CategoricalDQN
 from rl_runners import MinibatchRl, MinibatchRlEval, find_checkpoint, logger_context
 from rl_samplers import (
     AtariTrajInfo,
@@ -50,13 +53,25 @@ from ._envs import is_atari, make_env
 
 __all__ = ["build", "evaluate", "load_config", "resume", "run_dir_for", "train"]
 
-ALGO_CLASSES = {"a2c": A2C, "ppo": PPO, "dqn": DQN, "catdqn": CategoricalDQN, "r2d1": R2D1}
+ALGO_CLASSES = {
+    "a2c": A2C,
+    "ppo": PPO,
+    "dqn": DQN,
+    "catdqn": CategoricalDQN,
+    "r2d1": R2D1,
+    "ddpg": DDPG,
+    "td3": TD3,
+    "sac": SAC,
+}
 # The Q-learning agents, by algorithm: (for image observations, for vector observations).
 Q_AGENTS = {
     "dqn": (AtariDqnAgent, VectorDqnAgent),
     "catdqn": (AtariCatDqnAgent, VectorCatDqnAgent),
     "r2d1": (AtariR2d1Agent, VectorR2d1Agent),
 }
+# The Q-value policy-gradient agents (vector observations, continuous actions; evaluation
+# always deterministic).
+QPG_AGENTS = {"ddpg": DdpgAgent, "td3": Td3Agent, "sac": SacAgent}
 SAMPLER_CLASSES = {"serial": SerialSampler, "cpu": CpuSampler, "gpu": GpuSampler}
 # (sampler kind, mid_batch_reset) -> collector
 COLLECTORS = {
@@ -72,6 +87,7 @@ ACTION_KINDS = {
     "a2c": {"discrete", "continuous"},
     "ppo": {"discrete", "continuous"},
     **{algo: {"discrete"} for algo in Q_AGENTS},
+    **{algo: {"continuous"} for algo in QPG_AGENTS},
 }
 assert set(ALGO_CLASSES) == set(ALGOS) == set(ACTION_KINDS)
 
@@ -112,6 +128,14 @@ def agent_class(config: dict[str, Any], spaces: Any) -> type:
             f"{' or '.join(sorted(ACTION_KINDS[algo]))} actions"
         )
     ndim = len(spaces.observation.shape)
+    if algo in QPG_AGENTS:
+        if ndim != 1 or recurrent:
+            raise ValueError(
+                f"{algo}'s agent takes vector observations and is not recurrent; got "
+                f"{config['env']}'s observations of shape {spaces.observation.shape}, "
+                f"agent.recurrent={recurrent}"
+            )
+        return QPG_AGENTS[algo]
     if algo in Q_AGENTS and ndim in (1, 3):
         return Q_AGENTS[algo][ndim == 1]
     if ndim == 3 and kind == "discrete":
@@ -128,13 +152,15 @@ def agent_class(config: dict[str, Any], spaces: Any) -> type:
 
 def make_agent(config: dict[str, Any], spaces: Any, deterministic_eval: bool) -> Any:
     """The agent for ``config``, not yet initialized; ``deterministic_eval``: greedy actions
-    in eval mode (for a Q-learning agent, an evaluation epsilon of 0)."""
+    in eval mode (for a Q-learning agent, an evaluation epsilon of 0; DDPG, TD3 and SAC
+    agents always evaluate deterministically)."""
     AgentCls = agent_class(config, spaces)
     kwargs = dict(config["agent_kwargs"], model_kwargs=config["agent"]["model_kwargs"])
-    if config["algo"] not in Q_AGENTS:
+    if config["algo"] in Q_AGENTS:
+        if deterministic_eval:
+            kwargs["eps_eval"] = 0.0
+    elif config["algo"] not in QPG_AGENTS:
         kwargs["deterministic_eval"] = deterministic_eval
-    elif deterministic_eval:
-        kwargs["eps_eval"] = 0.0
     return _construct(AgentCls, "agent settings", kwargs)
 
 
