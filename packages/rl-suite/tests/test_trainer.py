@@ -50,6 +50,16 @@ def test_train_leaves_a_run_directory_with_progress_checkpoint_and_config(tmp_pa
     assert [int(r["CumSteps"]) for r in _rows(run_dir)] == [0, 512, 1024]
 
 
+def test_a_run_that_failed_before_logging_leaves_its_directory_usable(tmp_path, capsys):
+    dqn = ["train", "dqn", "--env", "CartPole-v1", "--log-dir", str(tmp_path), *TINY]
+    # Learning from step 0 is refused at start-up: the replay cannot fill a batch yet.
+    bad = ["--set", "algo_kwargs.min_steps_learn=0", "--set", "algo_kwargs.batch_size=4096"]
+    assert main([*dqn, *bad]) == 2
+    assert "min_steps_learn" in capsys.readouterr().err
+    assert main(dqn) == 0  # the same directory again: nothing was logged there to keep
+    assert [int(r["CumSteps"]) for r in _rows(tmp_path / "run_0")][-1] == 1024
+
+
 def test_eval_plays_the_trained_agent(tmp_path, capsys):
     config = rl_suite.make_config("cartpole", steps=512, seed=3)
     config = rl_suite.apply_overrides(config, ["runner.evaluate=False"])

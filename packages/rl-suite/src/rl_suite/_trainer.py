@@ -276,11 +276,14 @@ def train(
     """Train as ``config`` says, logging into a new run directory; returns that directory.
 
     A directory that already holds a run is refused (nothing is overwritten): resume it, or
-    pick another ``log_dir`` or seed.  ``affinity``: see ``build``.
+    pick another ``log_dir`` or seed. One whose run failed before it logged anything (an
+    empty ``progress.csv``: e.g. settings the algorithm refused at start-up) is used again.
+    ``affinity``: see ``build``.
     """
     runner = build(config, affinity)
     run_dir = run_dir_for(config, log_dir)
-    if (run_dir / "progress.csv").exists() or (run_dir / "params.json").exists():
+    progress = run_dir / "progress.csv"
+    if progress.exists() and progress.stat().st_size > 0:
         raise FileExistsError(
             f"{run_dir} already holds a run: continue it with `rl-suite resume {run_dir}`, or "
             "choose another --log-dir or --seed"
