@@ -209,7 +209,7 @@ def learning(session: nox.Session) -> None:
     """The learning tests with every seed (0-4, or `-- seeds` given as `nox -s learning -- 0,1`),
     then a table of each run's best evaluation return within its step budget ("ran to": where
     the run stopped, at the first evaluation that reached the bar or at the end of the log
-    interval that holds the budget). Not part of the default run: about 40 minutes on a 2-core
+    interval that holds the budget). Not part of the default run: about an hour on a 2-core
     machine."""
     _install(session, "rl-suite", *END_TO_END_TOOLS)
     seeds = session.posargs[0] if session.posargs else "0,1,2,3,4"
