@@ -39,9 +39,22 @@ def _sweep_file(tmp_path, steps):
     return path, spec
 
 
+def _ctrl_c_raises_in_child() -> None:
+    """Run in the child before it starts: SIGINT as in a terminal (Python then raises
+    KeyboardInterrupt), even when this test run was started with SIGINT ignored (a shell's
+    background job), which children would inherit."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start(path, sweep_dir):
     command = [sys.executable, "-m", "rl_suite", "sweep", str(path), "--log-dir", str(sweep_dir)]
-    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_ctrl_c_raises_in_child,
+    )
 
 
 @pytest.mark.slow

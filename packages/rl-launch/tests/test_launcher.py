@@ -167,6 +167,13 @@ def test_no_value_is_ever_run_by_a_shell(tmp_path, run_script):
     assert summary.runs[0].log_dir == tmp_path / "inject" / log_dir
 
 
+def _ctrl_c_raises_in_child() -> None:
+    """Run in the child before it starts: SIGINT as in a terminal (Python then raises
+    KeyboardInterrupt), even when this test run was started with SIGINT ignored (a shell's
+    background job), which children would inherit."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _gone(pid):
     try:
         return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
@@ -185,7 +192,10 @@ def test_ctrl_c_or_sigterm_ends_every_run_and_what_it_started(tmp_path, stop_sig
         f"[{{}}, {{}}, {{}}], ['a', 'b', 'c'], log_root={str(tmp_path)!r}, grace_period=2.0)\n"
     )
     process = subprocess.Popen(
-        [sys.executable, str(launcher)], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        [sys.executable, str(launcher)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=_ctrl_c_raises_in_child,
     )
     pid_files = [tmp_path / "ctrl_c" / name / "run_0" / "pids.json" for name in ("a", "b")]
     deadline = time.monotonic() + 20

@@ -84,6 +84,16 @@ def test_atomic_write_never_leaves_a_half_written_file(tmp_path):
     assert target.read_bytes() == b"new"
 
 
+@pytest.fixture
+def ctrl_c_raises():
+    """SIGINT raising KeyboardInterrupt, as in a terminal, even when the test run was started
+    with SIGINT ignored (as a shell's background job is)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+@pytest.mark.usefixtures("ctrl_c_raises")
 def test_ctrl_c_during_a_write_takes_effect_once_the_file_is_complete(tmp_path):
     """A KeyboardInterrupt raised inside torch.save's writer (a C++ caller) can abort the
     process or vanish; atomic_write holds it until the file is in place, then raises it."""

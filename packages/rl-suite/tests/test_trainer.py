@@ -79,6 +79,13 @@ def test_cpu_sampler_with_workers_trains(tmp_path):
     assert [int(r["CumSteps"]) for r in _rows(tmp_path / "run_0")] == [0, 400, 800]
 
 
+def _ctrl_c_raises_in_child() -> None:
+    """Run in the child before it starts: SIGINT as in a terminal (Python then raises
+    KeyboardInterrupt), even when this test run was started with SIGINT ignored (a shell's
+    background job), which children would inherit."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_a_killed_run_resumes_where_its_checkpoint_left_it(tmp_path):
     """A run killed mid-way continues from its last checkpoint with `resume`, appending to
     the same progress.csv: every logged step count once, in order, up to the end."""
@@ -88,7 +95,12 @@ def test_a_killed_run_resumes_where_its_checkpoint_left_it(tmp_path):
     command += ["--steps", "40960", "--set", "runner.log_interval_steps=256"]
     command += ["--set", "runner.evaluate=False"]
     run_dir = tmp_path / "run_0"
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    process = subprocess.Popen(
+        command,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        preexec_fn=_ctrl_c_raises_in_child,
+    )
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and process.poll() is None:
