@@ -115,6 +115,24 @@ def test_ctrl_c_during_a_write_takes_effect_once_the_file_is_complete(tmp_path):
     assert torch.load(target, weights_only=True) == {"x": 1}
 
 
+@pytest.mark.usefixtures("ctrl_c_raises")
+def test_ctrl_c_between_a_snapshots_files_waits_for_the_last(tmp_path):
+    """A Ctrl-C after a snapshot's pickle is written but before the snapshot is: both are in
+    place, from the same iteration, when the KeyboardInterrupt arises."""
+    with logger_context(tmp_path, 0, "n", snapshot_mode="last") as run_dir:
+        logger.save_itr_params(1, {"itr": 1}, {"extra": lambda: 1})
+
+        def interrupted():
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C, before either file is written
+            return 3
+
+        with pytest.raises(KeyboardInterrupt):
+            logger.save_itr_params(3, {"itr": 3}, {"extra": interrupted})
+    assert torch.load(run_dir / "params.pt", weights_only=True)["itr"] == 3
+    assert pickle.loads((run_dir / "extra.pkl").read_bytes()) == 3
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
 def test_a_failed_snapshot_keeps_the_previous_one(tmp_path):
     with logger_context(tmp_path, 0, "n", snapshot_mode="last") as run_dir:
         logger.save_itr_params(1, {"itr": 1, "w": torch.ones(3)})

@@ -27,10 +27,11 @@ _ITR_FILE = re.compile(r"itr_(\d+)\.pt")
 
 
 @contextlib.contextmanager
-def _ctrl_c_deferred() -> Iterator[None]:
+def ctrl_c_deferred() -> Iterator[None]:
     """Hold a Ctrl-C (SIGINT) that arrives inside the block until the block ends. A
     KeyboardInterrupt raised inside ``torch.save``'s writer, which calls back into Python from
-    C++, can abort the process or be lost; after the write it is an ordinary interrupt."""
+    C++, can abort the process or be lost; after the write it is an ordinary interrupt. Blocks
+    nest: an inner one hands what it held to the outer one."""
     if threading.current_thread() is not threading.main_thread():
         yield  # (only the main thread receives signals)
         return
@@ -52,7 +53,7 @@ def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], None]) ->
     during the write takes effect once the file is in place."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with _ctrl_c_deferred():
+    with ctrl_c_deferred():
         _write_and_rename(tmp, path, write)
     return path
 

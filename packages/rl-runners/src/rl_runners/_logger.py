@@ -22,7 +22,7 @@ from typing import IO, Any
 import numpy as np
 import torch
 
-from ._checkpoint import atomic_write, companion_path, save_pickle, save_torch
+from ._checkpoint import atomic_write, companion_path, ctrl_c_deferred, save_pickle, save_torch
 
 __all__ = ["SNAPSHOT_MODES", "Logger", "logger", "logger_context"]
 
@@ -303,14 +303,16 @@ class Logger:
         ``pickles`` maps a name to a function giving an object that ``torch.load`` with
         ``weights_only`` could not read back (e.g. a sampler's environments); it is called
         only when a snapshot is written, and its result pickled beside the snapshot (see
-        ``companion_path``) before the snapshot itself is written.
+        ``companion_path``) before the snapshot itself is written. A Ctrl-C meanwhile takes
+        effect once all are written, so it never leaves a snapshot beside another's pickles.
         """
         path = self.snapshot_path(itr)
         if path is None:
             return None
-        for name, make in (pickles or {}).items():
-            save_pickle(make(), companion_path(path, name))
-        save_torch(dict(params), path)
+        with ctrl_c_deferred():
+            for name, make in (pickles or {}).items():
+                save_pickle(make(), companion_path(path, name))
+            save_torch(dict(params), path)
         return path
 
 
