@@ -36,6 +36,7 @@ from ._gym import EnvInfoWrapper, GymEnvWrapper, GymSpaceWrapper, make
 from ._parallel import CpuSampler, ParallelSamplerBase
 from ._serial import SerialSampler
 from ._spaces import Composite, FloatBox, IntBox, Space
+from ._torch_envs import TorchCartPole, TorchPendulum
 from ._traj_info import TrajInfo
 
 __version__ = _version("rl-samplers")
@@ -78,6 +79,8 @@ __all__ = [
     "SerialEvalCollector",
     "SerialSampler",
     "Space",
+    "TorchCartPole",
+    "TorchPendulum",
     "TrajInfo",
     "check_env",
     "make",

@@ -1,0 +1,227 @@
+"""CartPole and Pendulum as ``BatchEnv``s: gymnasium's classic-control dynamics written in
+torch, so thousands of environments step in a few kernel launches on the training device.
+
+They reproduce gymnasium's ``CartPole-v1`` and ``Pendulum-v1`` (with their ``TimeLimit``)
+step for step: the same integrator, constants, thresholds, rewards and initial-state
+ranges.  gymnasium integrates in float64; these integrate in ``dtype`` (float32 unless told
+otherwise), so a float32 trajectory drifts from gymnasium's by float32 rounding, which an
+unstable system (the inverted pole) amplifies over an episode.  With ``dtype=torch.float64``
+they agree with gymnasium to a few float64 ulps.
+
+The physical state is a tensor, ``env.state`` (``[B, 4]``: x, x_dot, theta, theta_dot for
+CartPole; ``[B, 2]``: theta, theta_dot for Pendulum), and ``env.elapsed`` (``[B]``) counts
+the steps of each env's current episode; both can be read or written between steps, e.g. to
+start from a given configuration or to follow another implementation.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any
+
+import numpy as np
+import torch
+
+from ._batched import BatchEnv
+from ._spaces import FloatBox, IntBox
+
+__all__ = ["TorchCartPole", "TorchPendulum"]
+
+
+class _TorchClassicEnv(BatchEnv):
+    """Shared machinery: argument checks, the seeded generator, the time limit and the
+    reset of done envs inside ``step`` (drawn for every env and kept where done, so no
+    host synchronisation).  Subclasses give the physics."""
+
+    state_size: int
+
+    def __init__(
+        self,
+        num_envs: int,
+        device: Any,
+        max_episode_steps: int,
+        seed: int | None,
+        dtype: torch.dtype,
+    ):
+        name = type(self).__name__
+        if not isinstance(num_envs, numbers.Integral) or isinstance(num_envs, bool) or num_envs < 1:
+            raise ValueError(f"{name}: num_envs must be an integer >= 1, got {num_envs!r}")
+        if not isinstance(max_episode_steps, numbers.Integral) or max_episode_steps < 1:
+            raise ValueError(
+                f"{name}: max_episode_steps must be an integer >= 1, got {max_episode_steps!r}"
+            )
+        if dtype not in (torch.float32, torch.float64):
+            raise ValueError(f"{name}: dtype must be torch.float32 or torch.float64, got {dtype}")
+        try:
+            self.device = torch.device(device)
+            torch.empty(0, device=self.device)  # an unavailable device fails here, not later
+            self.generator = torch.Generator(self.device)
+        except Exception as error:  # torch raises several types for a missing backend
+            raise ValueError(f"{name}: device={device!r} is not a usable torch device") from error
+        self.num_envs, self.max_episode_steps, self.dtype = int(num_envs), max_episode_steps, dtype
+        self._state: torch.Tensor | None = None
+        self.elapsed = torch.zeros(self.num_envs, dtype=torch.int64, device=self.device)
+        self.seed(seed)
+
+    def seed(self, seed: int | None) -> None:
+        """Reseed the generator at the next ``reset`` (``None``: from fresh entropy)."""
+        self._next_seed, self._reseed = seed, True
+
+    @property
+    def state(self) -> torch.Tensor:
+        """The physical state ``[B, state_size]`` in ``dtype``: the live tensor, so
+        ``env.state[b] = ...`` edits it; ``step`` replaces it with a new one."""
+        if self._state is None:
+            raise RuntimeError(f"{type(self).__name__}: call reset() first")
+        return self._state
+
+    @state.setter
+    def state(self, value: Any) -> None:
+        self.state.copy_(torch.as_tensor(value))
+
+    def reset(self) -> torch.Tensor:
+        """Start every env's episode; return the observations ``[B, ...]`` (float32)."""
+        if self._reseed:
+            if self._next_seed is None:
+                self.generator.seed()
+            else:
+                self.generator.manual_seed(int(self._next_seed))
+            self._reseed = False
+        self._state = self._initial_state()
+        self.elapsed.zero_()
+        return self._observe(self._state)
+
+    def step(self, action: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """One step of every env: ``(observation, reward, terminated, truncated)``, a done
+        env's observation being its next episode's first."""
+        state, reward, terminated = self._physics(self.state, action)
+        self.elapsed = self.elapsed + 1
+        truncated = self.elapsed >= self.max_episode_steps
+        done = terminated | truncated
+        self._state = torch.where(done[:, None], self._initial_state(), state)
+        self.elapsed = self.elapsed.masked_fill(done, 0)
+        return self._observe(self._state), reward.to(torch.float32), terminated, truncated
+
+    def _uniform(self, high: torch.Tensor | float) -> torch.Tensor:
+        """``[B, state_size]`` uniform in ``[-high, high)``."""
+        shape = (self.num_envs, self.state_size)
+        u = torch.rand(shape, generator=self.generator, device=self.device, dtype=self.dtype)
+        return (2 * u - 1) * high
+
+    def _initial_state(self) -> torch.Tensor:
+        raise NotImplementedError
+
+    def _physics(
+        self, state: torch.Tensor, action: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(next state, reward, terminated)`` from ``state`` and ``action``."""
+        raise NotImplementedError
+
+    def _observe(self, state: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+
+class TorchCartPole(_TorchClassicEnv):
+    """gymnasium's ``CartPole-v1`` for ``num_envs`` envs: action 1 pushes the cart right,
+    0 left; reward 1 every step (the terminating one too); terminated when the cart leaves
+    ``[-2.4, 2.4]`` or the pole leans past 12 degrees; truncated after ``max_episode_steps``.
+    The state starts uniform in ``[-0.05, 0.05)``, and the observation is the state."""
+
+    state_size = 4
+    gravity, masscart, masspole, length, force_mag, tau = 9.8, 1.0, 0.1, 0.5, 10.0, 0.02
+    total_mass = masspole + masscart
+    polemass_length = masspole * length
+    theta_threshold = 12 * 2 * math.pi / 360
+    x_threshold = 2.4
+
+    def __init__(
+        self,
+        num_envs: int,
+        device: Any = "cpu",
+        max_episode_steps: int = 500,
+        seed: int | None = None,
+        dtype: torch.dtype = torch.float32,
+    ):
+        super().__init__(num_envs, device, max_episode_steps, seed, dtype)
+        high = np.array([2 * self.x_threshold, np.inf, 2 * self.theta_threshold, np.inf])
+        self.observation_space = FloatBox(-high, high)
+        self.action_space = IntBox(0, 2, dtype="int64")
+
+    def _initial_state(self) -> torch.Tensor:
+        return self._uniform(0.05)
+
+    def _physics(
+        self, state: torch.Tensor, action: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        # The same operations in the same order as gymnasium's, for float64 agreement.
+        x, x_dot, theta, theta_dot = state.unbind(-1)
+        force = torch.where(action == 1, self.force_mag, -self.force_mag).to(state.dtype)
+        costheta, sintheta = torch.cos(theta), torch.sin(theta)
+        temp = (force + self.polemass_length * theta_dot.square() * sintheta) / self.total_mass
+        thetaacc = (self.gravity * sintheta - costheta * temp) / (
+            self.length * (4.0 / 3.0 - self.masspole * costheta.square() / self.total_mass)
+        )
+        xacc = temp - self.polemass_length * thetaacc * costheta / self.total_mass
+        x = x + self.tau * x_dot  # explicit Euler: positions move with the old velocities
+        x_dot = x_dot + self.tau * xacc
+        theta = theta + self.tau * theta_dot
+        theta_dot = theta_dot + self.tau * thetaacc
+        terminated = (
+            (x < -self.x_threshold)
+            | (x > self.x_threshold)
+            | (theta < -self.theta_threshold)
+            | (theta > self.theta_threshold)
+        )
+        return torch.stack([x, x_dot, theta, theta_dot], -1), torch.ones_like(x), terminated
+
+    def _observe(self, state: torch.Tensor) -> torch.Tensor:
+        return state.to(torch.float32)
+
+
+class TorchPendulum(_TorchClassicEnv):
+    """gymnasium's ``Pendulum-v1`` for ``num_envs`` envs: action ``[B, 1]``, a torque
+    clipped to ``[-2, 2]``; reward ``-(angle**2 + 0.1 * speed**2 + 0.001 * torque**2)`` with
+    the angle wrapped to ``[-pi, pi)`` (upright is 0); speed clipped to ``[-8, 8]``; never
+    terminated, truncated after ``max_episode_steps``.  The state (angle, speed) starts
+    uniform in ``[-pi, pi) x [-1, 1)``; the observation is ``[cos, sin, speed]``."""
+
+    state_size = 2
+    max_speed, max_torque, dt, g, m, l = 8.0, 2.0, 0.05, 10.0, 1.0, 1.0  # noqa: E741
+
+    def __init__(
+        self,
+        num_envs: int,
+        device: Any = "cpu",
+        max_episode_steps: int = 200,
+        seed: int | None = None,
+        dtype: torch.dtype = torch.float32,
+    ):
+        super().__init__(num_envs, device, max_episode_steps, seed, dtype)
+        high = np.array([1.0, 1.0, self.max_speed])
+        self.observation_space = FloatBox(-high, high)
+        self.action_space = FloatBox(-self.max_torque, self.max_torque, shape=(1,))
+        self._high = torch.tensor([math.pi, 1.0], dtype=dtype, device=self.device)
+
+    def _initial_state(self) -> torch.Tensor:
+        return self._uniform(self._high)
+
+    def _physics(
+        self, state: torch.Tensor, action: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        th, thdot = state.unbind(-1)
+        # The torque stays float32 like gymnasium's (its action space's dtype); torch then
+        # promotes exactly where numpy does.
+        u = action.reshape(self.num_envs).to(torch.float32).clamp(-self.max_torque, self.max_torque)
+        angle = torch.remainder(th + math.pi, 2 * math.pi) - math.pi
+        costs = angle.square() + 0.1 * thdot.square() + 0.001 * u.square()
+        g, m, l, dt = self.g, self.m, self.l, self.dt  # noqa: E741
+        newthdot = thdot + (3 * g / (2 * l) * torch.sin(th) + 3.0 / (m * l**2) * u) * dt
+        newthdot = newthdot.clamp(-self.max_speed, self.max_speed)
+        newth = th + newthdot * dt
+        next_state = torch.stack([newth, newthdot], -1).to(state.dtype)
+        return next_state, -costs, torch.zeros_like(th, dtype=torch.bool)
+
+    def _observe(self, state: torch.Tensor) -> torch.Tensor:
+        th, thdot = state.unbind(-1)
+        return torch.stack([torch.cos(th), torch.sin(th), thdot], -1).to(torch.float32)
