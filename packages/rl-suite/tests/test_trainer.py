@@ -86,6 +86,20 @@ def _ctrl_c_raises_in_child() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+def test_two_processes_train_together_and_their_run_is_not_resumed(tmp_path, capsys):
+    """--processes 2: one progress.csv (rank 0's), each iteration counting both processes'
+    batches; resuming such a run is refused with a reason."""
+    args = ["train", "ppo", "--log-dir", str(tmp_path), "--processes", "2", "--steps", "1024"]
+    assert main([*args, "--set", "runner.log_interval_steps=512"]) == 0
+    run_dir = tmp_path / "run_0"
+    assert [int(r["CumSteps"]) for r in _rows(run_dir)] == [0, 512, 1024]
+    assert json.loads((run_dir / "params.json").read_text())["config"]["runner"]["processes"] == 2
+    capsys.readouterr()
+    assert main(["resume", str(run_dir)]) == 2
+    assert "cannot be resumed" in capsys.readouterr().err
+    assert main(["eval", str(run_dir), "--episodes", "1"]) == 0  # its agent plays
+
+
 def test_a_killed_run_resumes_where_its_checkpoint_left_it(tmp_path):
     """A run killed mid-way continues from its last checkpoint with `resume`, appending to
     the same progress.csv: every logged step count once, in order, up to the end."""
@@ -133,6 +147,8 @@ def test_a_killed_run_resumes_where_its_checkpoint_left_it(tmp_path):
         (["--workers", "2"], "sampler.workers applies to the cpu and gpu samplers"),
         (["--sampler", "cpu", "--workers", "9"], "from 1 to batch_B=8"),
         (["--set", "algo_kwargs.epochs=0"], "epochs"),
+        (["--set", "runner.processes=0"], "runner.processes must be a positive int"),
+        (["--device", "cuda", "--processes", "2"], "torch sees"),
     ],
 )
 def test_bad_training_requests_fail_before_anything_starts(tmp_path, capsys, args, message):

@@ -17,6 +17,7 @@ model's device, and moves parameters between processes:
 from __future__ import annotations
 
 import abc
+import inspect
 import multiprocessing as mp
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -29,6 +30,14 @@ from rl_arrays import buffer_to
 from ._model_utils import strip_ddp_state_dict
 
 __all__ = ["AlternatingRecurrentAgentMixin", "BaseAgent", "RecurrentAgentMixin"]
+
+# DistributedDataParallel's option not to broadcast buffers at every forward pass, as named
+# since torch 2.13 (before: broadcast_buffers, now deprecated).
+_NO_FORWARD_BUFFER_SYNC = (
+    {"forward_sync_buffers": False}
+    if "forward_sync_buffers" in inspect.signature(DistributedDataParallel).parameters
+    else {"broadcast_buffers": False}
+)
 
 
 class BaseAgent(abc.ABC):
@@ -134,7 +143,12 @@ class BaseAgent(abc.ABC):
 
     def data_parallel(self) -> int | None:
         """Wrap the model in DistributedDataParallel (one process per GPU or per CPU group);
-        torch.distributed must be initialised. Returns the GPU index (None on CPU)."""
+        torch.distributed must be initialised. Returns the GPU index (None on CPU).
+
+        Buffers are not broadcast at each forward: only some processes run some forward
+        passes (evaluation on rank 0), and a broadcast there would wait forever for the
+        others; buffers that must agree (normalisation statistics) are all-reduced when
+        they are updated."""
         dist = torch.distributed
         if not (dist.is_available() and dist.is_initialized()):
             raise RuntimeError(
@@ -145,9 +159,11 @@ class BaseAgent(abc.ABC):
         if not isinstance(model, DistributedDataParallel):
             if self.device.type == "cuda":
                 index = self.device.index
-                self.model = DistributedDataParallel(model, device_ids=[index], output_device=index)
+                self.model = DistributedDataParallel(
+                    model, device_ids=[index], output_device=index, **_NO_FORWARD_BUFFER_SYNC
+                )
             else:
-                self.model = DistributedDataParallel(model)
+                self.model = DistributedDataParallel(model, **_NO_FORWARD_BUFFER_SYNC)
         return self.device.index if self.device.type == "cuda" else None
 
     def async_cpu(self, share_memory: bool = True) -> None:

@@ -13,6 +13,7 @@ from ._minibatch_rl import CHECKPOINT_FORMAT, MinibatchRl, MinibatchRlBase, Mini
 from ._prog_bar import ProgBarCounter
 from ._protocols import AgentProtocol, AlgoProtocol, SamplerProtocol
 from ._seed import get_rng_state, make_seed, set_rng_state, set_seed
+from ._sync_rl import SyncRl, SyncRlEval, SyncRlMixin, find_port
 
 __version__ = version("rl-runners")
 
@@ -27,9 +28,13 @@ __all__ = [
     "MinibatchRlEval",
     "ProgBarCounter",
     "SamplerProtocol",
+    "SyncRl",
+    "SyncRlEval",
+    "SyncRlMixin",
     "atomic_write",
     "companion_path",
     "find_checkpoint",
+    "find_port",
     "get_rng_state",
     "load_checkpoint",
     "logger",

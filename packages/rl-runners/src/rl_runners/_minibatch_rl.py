@@ -120,7 +120,7 @@ class MinibatchRlBase:
         self.algo, self.agent, self.sampler = algo, agent, sampler
         self.seed = seed
         self.affinity = dict(affinity or {})
-        self.rank, self.world_size = 0, 1
+        self.rank, self.world_size = self._rank_world_size()
         self.itr_batch_size = batch_size * self.world_size
         if self.n_steps < self.itr_batch_size:
             raise ValueError(
@@ -129,6 +129,10 @@ class MinibatchRlBase:
             )
         self.log_interval_itrs = max(self.log_interval_steps // self.itr_batch_size, 1)
         self.n_itr = self._rounded_n_itr()
+
+    def _rank_world_size(self) -> tuple[int, int]:
+        """This process's rank and the number of processes training together."""
+        return 0, 1
 
     def _rounded_n_itr(self) -> int:
         n_itr = self.n_steps // self.itr_batch_size
@@ -175,7 +179,7 @@ class MinibatchRlBase:
         self._set_affinity()
         if self.seed is None:
             self.seed = make_seed()
-        set_seed(self.seed)
+        set_seed(self.seed + self.rank)  # (ranks of a multi-process run explore differently)
         examples = self.sampler.initialize(
             self.agent,
             affinity=self.affinity,

@@ -52,6 +52,11 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--workers", type=_positive_int, help="worker processes (cpu / gpu)")
     train.add_argument("--device", help="cpu (default), cuda or cuda:N")
     train.add_argument(
+        "--processes",
+        type=_positive_int,
+        help="training processes, gradients all-reduced (runner.processes; default 1)",
+    )
+    train.add_argument(
         "--set",
         dest="overrides",
         action="append",
@@ -136,6 +141,8 @@ def _train_config(args: argparse.Namespace) -> dict:
         raise ValueError(f"preset {preset!r} is for {PRESETS[preset]['algo']}, not {args.algo}")
     if preset is not None:
         print(f"preset: {preset}")
+    if args.processes is not None:
+        config["runner"]["processes"] = args.processes
     return apply_overrides(config, args.overrides)
 
 

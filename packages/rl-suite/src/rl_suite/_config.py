@@ -51,6 +51,10 @@ DEFAULTS: dict[str, Any] = {
         "checkpoint_replay": False,
         # stop_return: training ends after the first evaluation whose mean return reaches it
         "stop_return": None,
+        # processes > 1: that many copies of sampler, agent and algorithm train together
+        # (SyncRl: gradients all-reduced; each samples its own batch, so an iteration covers
+        # processes x batch_T x batch_B steps); on GPUs, one each from `device` on
+        "processes": 1,
     },
 }
 

@@ -35,7 +35,14 @@ from rl_agents import (
     VectorR2d1Agent,
 )
 from rl_algos import A2C, DDPG, DQN, PPO, R2D1, SAC, TD3, CategoricalDQN
-from rl_runners import MinibatchRl, MinibatchRlEval, find_checkpoint, logger_context
+from rl_runners import (
+    MinibatchRl,
+    MinibatchRlEval,
+    SyncRl,
+    SyncRlEval,
+    find_checkpoint,
+    logger_context,
+)
 from rl_samplers import (
     AtariTrajInfo,
     CpuResetCollector,
@@ -204,6 +211,28 @@ def _affinity(config: dict[str, Any]) -> dict[str, Any]:
     return affinity
 
 
+def _processes(config: dict[str, Any]) -> int:
+    processes = config["runner"].get("processes", 1)
+    if isinstance(processes, bool) or not isinstance(processes, int) or processes < 1:
+        raise ValueError(f"runner.processes must be a positive int, got {processes!r}")
+    return processes
+
+
+def _process_affinities(affinity: dict[str, Any], processes: int) -> list[dict[str, Any]]:
+    """One affinity per process of a synchronous run: the same cpus and threads, and on GPUs
+    consecutive devices from the one asked for."""
+    cuda_idx = affinity.get("cuda_idx")
+    if cuda_idx is not None and cuda_idx + processes > torch.cuda.device_count():
+        raise ValueError(
+            f"runner.processes={processes} on GPUs from cuda:{cuda_idx} needs "
+            f"{cuda_idx + processes} GPUs; torch sees {torch.cuda.device_count()}"
+        )
+    return [
+        {**affinity, **({} if cuda_idx is None else {"cuda_idx": cuda_idx + rank})}
+        for rank in range(processes)
+    ]
+
+
 def build(config: dict[str, Any], affinity: dict[str, Any] | None = None) -> Any:
     """The runner (with its sampler, agent and algorithm) for ``config``, nothing started.
     ``affinity``: the runner's cpus, threads, workers and GPU, instead of the ones the
@@ -213,6 +242,7 @@ def build(config: dict[str, Any], affinity: dict[str, Any] | None = None) -> Any
     if kind not in SAMPLER_CLASSES:
         raise ValueError(f"sampler.kind must be one of {', '.join(SAMPLER_CLASSES)}, got {kind!r}")
     affinity = _affinity(config) if affinity is None else affinity
+    _processes(config)
     spaces = probe_spaces(config)
     agent = make_agent(config, spaces, config["agent"]["deterministic_eval"])
     algo = _construct(ALGO_CLASSES[config["algo"]], "algo_kwargs", config["algo_kwargs"])
@@ -238,7 +268,12 @@ def build(config: dict[str, Any], affinity: dict[str, Any] | None = None) -> Any
         if not evaluate:
             raise ValueError("runner.stop_return needs runner.evaluate=True")
         runner_kwargs["stop_return"] = runner_config["stop_return"]
-    RunnerCls = MinibatchRlEval if evaluate else MinibatchRl
+    processes = _processes(config)
+    if processes == 1:
+        RunnerCls: type = MinibatchRlEval if evaluate else MinibatchRl
+    else:
+        RunnerCls = SyncRlEval if evaluate else SyncRl
+        affinity = _process_affinities(affinity, processes)  # type: ignore[assignment]
     return _construct(
         RunnerCls,
         "runner settings",
@@ -317,6 +352,11 @@ def resume(run_dir: str | Path) -> Path:
     run_dir = Path(run_dir).resolve()
     config = load_config(run_dir)
     find_checkpoint(run_dir)  # a clear error when the run saved none
+    if config["runner"].get("processes", 1) > 1:
+        raise ValueError(
+            f"{run_dir} was trained with runner.processes={config['runner']['processes']}: "
+            "such runs cannot be resumed (the checkpoint holds one process's environments)"
+        )
     runner = build(config)
     with logger_context(
         run_dir.parent,

@@ -1,0 +1,368 @@
+"""Synchronous multi-process runners: a full sampler-agent-algorithm replica in each process,
+gradients all-reduced by ``DistributedDataParallel`` (NCCL on GPUs, gloo on CPUs).
+
+Batch sizes scale weakly: each process samples its own ``batch_T x batch_B`` and trains on
+it, so an iteration covers ``world_size`` times the sampler batch.  Rank 0 gathers every
+rank's completed trajectories, evaluates, logs and writes snapshots; the others only sample
+and train, and follow rank 0's decision to stop early.
+
+Two ways to start:
+
+* ``SyncRl(..., affinity=[aff_0, aff_1, ...])``: this process is rank 0 and starts one
+  process per further affinity dict on this machine, on a free port (``find_port``);
+* under ``torchrun`` (or any launcher that sets ``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``
+  and ``MASTER_PORT``), every process runs the same script and joins the job; ``affinity``
+  is then one dict for this process, or a list indexed by ``LOCAL_RANK``, or None.
+
+A rank that fails ends the job: its process exits at once, which makes the other ranks'
+pending collective calls fail; rank 0 then raises the failed rank's traceback (or its exit
+code, if it died without one) and stops every process it started.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import multiprocessing.connection
+import os
+import signal
+import socket
+import sys
+import time
+import traceback
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import psutil
+import torch
+import torch.distributed as dist
+
+from ._logger import logger
+from ._minibatch_rl import MinibatchRl, MinibatchRlEval, _traj_record
+from ._seed import make_seed
+
+__all__ = ["SyncRl", "SyncRlEval", "SyncRlMixin", "find_port"]
+
+_TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+_MAX_TRACEBACK = 8000  # characters of a failed rank's traceback passed back to rank 0
+
+
+def find_port() -> int:
+    """A TCP port on 127.0.0.1 that is free now, for a local job's rendezvous."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _launched_by_torchrun() -> bool:
+    return all(name in os.environ for name in _TORCHRUN_VARS)
+
+
+class SyncRlMixin:
+    """Runs a minibatch runner in ``world_size`` processes (see the module).
+
+    ``affinity``: a list of affinity dicts, one per process (``[{}, {}]`` for two plain CPU
+    processes; rl-launch's ``make_affinity`` gives one per GPU for multi-GPU runs).
+    ``start_method``: how local processes start (``"spawn"`` by default, safe with threads
+    and CUDA; ``"fork"`` / ``"forkserver"`` work too); the runner, with its sampler, agent and
+    algorithm, is pickled for spawn and forkserver, so their classes must be importable.
+    The agent needs ``data_parallel()``.
+    """
+
+    def __init__(
+        self,
+        algo: Any,
+        agent: Any,
+        sampler: Any,
+        n_steps: int | float,
+        seed: int | None = None,
+        affinity: Sequence[Mapping[str, Any]] | Mapping[str, Any] | None = None,
+        *,
+        start_method: str = "spawn",
+        **kwargs: Any,
+    ):
+        if start_method not in mp.get_all_start_methods():
+            raise ValueError(
+                f"start_method must be one of {mp.get_all_start_methods()}, got {start_method!r}"
+            )
+        if not hasattr(agent, "data_parallel"):
+            raise TypeError(
+                f"agent ({type(agent).__name__}) lacks data_parallel(), which SyncRl calls to "
+                "all-reduce gradients across processes"
+            )
+        self.start_method = start_method
+        self._torchrun = _launched_by_torchrun()
+        if self._torchrun:
+            rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+            local_rank = int(os.environ.get("LOCAL_RANK", rank))
+            own = _torchrun_affinity(affinity, local_rank)
+            self._affinities = None
+        else:
+            self._affinities = _local_affinities(affinity)
+            rank, world_size = 0, len(self._affinities)
+            own = self._affinities[0]
+        self._layout = (rank, world_size)
+        super().__init__(algo, agent, sampler, n_steps, seed, own, **kwargs)  # type: ignore[call-arg]
+
+    def _rank_world_size(self) -> tuple[int, int]:
+        return self._layout
+
+    # ------------------------------------------------------------ starting
+    def train(self) -> None:
+        """Run the job: join it under torchrun, else start the local ranks and run rank 0."""
+        if self._torchrun:
+            self._join("env://")
+            try:
+                self._run(None)
+            finally:
+                dist.destroy_process_group()
+        else:
+            self._train_local()
+
+    def resume(self, path: str | os.PathLike) -> None:
+        raise NotImplementedError(
+            f"{type(self).__name__} cannot resume: a snapshot holds rank 0's sampler state "
+            "only. Its agent and optimizer state can seed a new run instead."
+        )
+
+    def _join(self, init_method: str) -> None:
+        """Join the process group (all ranks agree on the seed), and keep quiet unless rank 0."""
+        if self.rank > 0:
+            _detach_logger(self.rank)
+        cuda_idx = self.affinity.get("cuda_idx")
+        if cuda_idx is not None:
+            torch.cuda.set_device(cuda_idx)
+        backend = "gloo" if cuda_idx is None else "nccl"
+        dist.init_process_group(
+            backend, init_method=init_method, rank=self.rank, world_size=self.world_size
+        )
+        # Python objects (trajectory infos, the stop decision) always travel through gloo.
+        self._object_group = None if backend == "gloo" else dist.new_group(backend="gloo")
+        seed = [self.seed if self.seed is not None else make_seed()]
+        dist.broadcast_object_list(seed, src=0, group=self._object_group)
+        self.seed = seed[0]
+        logger.log(f"Joined {backend} process group: rank {self.rank} of {self.world_size}.")
+
+    def _train_local(self) -> None:
+        if self.seed is None:
+            self.seed = make_seed()
+        port = find_port()
+        ctx = mp.get_context(self.start_method)
+        messages = ctx.SimpleQueue()
+        workers = [
+            ctx.Process(target=_run_rank, args=(self, rank, port, messages), name=f"rank {rank}")
+            for rank in range(1, self.world_size)
+        ]
+        failure = None
+        try:
+            for worker in workers:
+                worker.start()
+            _wait_until_started(workers, messages)
+            try:
+                self._join(f"tcp://127.0.0.1:{port}")
+                self._run(None)
+            except BaseException:
+                failure = _failed_rank(workers, messages)
+                if failure is None:
+                    raise
+            if failure is None:
+                failure = _join_workers(workers, messages)
+        finally:
+            _stop(workers)
+            if dist.is_initialized():
+                dist.destroy_process_group()
+            messages.close()
+        if failure is not None:
+            raise RuntimeError(failure)
+
+    # ------------------------------------------------------ the loop, rank-aware
+    def startup(self) -> int:
+        n_itr = super().startup()  # type: ignore[misc]
+        self.agent.data_parallel()
+        return n_itr
+
+    def store_diagnostics(self, itr: int, traj_infos: Sequence[Any], opt_info: Any) -> None:
+        """Rank 0 keeps the trajectories completed on every rank."""
+        records = [_traj_record(info) for info in traj_infos]
+        gathered: list[Any] | None = [None] * self.world_size if self.rank == 0 else None
+        dist.gather_object(records, gathered, dst=0, group=self._object_group)
+        if gathered is not None:
+            everyone = [record for rank_records in gathered for record in rank_records]
+            super().store_diagnostics(itr, everyone, opt_info)  # type: ignore[misc]
+
+    def _before_training(self) -> None:
+        if self.rank == 0:
+            super()._before_training()  # type: ignore[misc]
+
+    def _log_interval(self, itr: int) -> None:
+        """Rank 0 logs (and evaluates); every rank learns whether training ends here."""
+        if self.rank == 0:
+            super()._log_interval(itr)  # type: ignore[misc]
+        stop = [self._reached_stop_return]
+        dist.broadcast_object_list(stop, src=0, group=self._object_group)
+        self._reached_stop_return = bool(stop[0])
+
+    def shutdown(self) -> None:
+        if self.rank == 0:
+            super().shutdown()  # type: ignore[misc]
+        else:
+            self.sampler.shutdown()
+
+
+class SyncRl(SyncRlMixin, MinibatchRl):
+    """``MinibatchRl`` in several processes; the trajectory window holds every rank's."""
+
+
+class SyncRlEval(SyncRlMixin, MinibatchRlEval):
+    """``MinibatchRlEval`` in several processes; only rank 0 evaluates."""
+
+
+# ------------------------------------------------------------------ helpers
+def _local_affinities(affinity: Any) -> list[dict[str, Any]]:
+    if isinstance(affinity, Mapping) or affinity is None or isinstance(affinity, (str, bytes)):
+        raise TypeError(
+            "SyncRl's affinity is a list of affinity dicts, one per process (e.g. [{}, {}] "
+            f"for two CPU processes), got {type(affinity).__name__}"
+        )
+    affinities = list(affinity)
+    if not affinities or not all(isinstance(a, Mapping) for a in affinities):
+        raise TypeError("SyncRl's affinity must be a non-empty list of dicts, one per process")
+    return [dict(a) for a in affinities]
+
+
+def _torchrun_affinity(affinity: Any, local_rank: int) -> dict[str, Any]:
+    if affinity is None or isinstance(affinity, Mapping):
+        return dict(affinity or {})
+    affinities = list(affinity)
+    if local_rank >= len(affinities):
+        raise ValueError(
+            f"LOCAL_RANK={local_rank} has no entry in the affinity list of {len(affinities)}"
+        )
+    return dict(affinities[local_rank])
+
+
+def _detach_logger(rank: int) -> None:
+    """A rank other than 0 writes no files (a forked one inherits rank 0's open files)."""
+    logger.set_text_output(None)
+    logger.set_tabular_output(None)
+    logger.set_summary_writer(None)
+    logger.set_snapshot_dir(None)
+    logger.push_prefix(f"[rank {rank}] ")
+
+
+def _run_rank(runner: SyncRlMixin, rank: int, port: int, messages: Any) -> None:
+    """A local rank's process.  Ctrl-C is left to rank 0, which stops this process with
+    SIGTERM (raised here as SystemExit, so the sampler shuts down)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    messages.put(("started", rank, ""))
+    try:
+        runner.rank = rank
+        runner.affinity = runner._affinities[rank]  # type: ignore[index]
+        runner._join(f"tcp://127.0.0.1:{port}")
+        runner._run(None)
+    except BaseException:
+        messages.put(("failed", rank, traceback.format_exc()[-_MAX_TRACEBACK:]))
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1)  # at once: closed connections end the other ranks' waits with an error
+    # Done: what happens to the process from here on (torch's teardown) cannot spoil the run.
+    messages.put(("finished", rank, ""))
+    dist.destroy_process_group()
+
+
+def _exit_on_sigterm(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)
+
+
+def _messages(messages: Any) -> list[tuple[str, int, str]]:
+    received = []
+    while not messages.empty():
+        received.append(messages.get())
+    return received
+
+
+def _wait_until_started(workers: list[Any], messages: Any, timeout: float = 600) -> None:
+    """Wait until every local rank runs (an unpicklable runner or a failing import shows here,
+    rather than as rank 0 waiting forever at the rendezvous)."""
+    started: set[int] = set()
+    deadline = time.monotonic() + timeout
+    while len(started) < len(workers):
+        for kind, rank, text in _messages(messages):
+            if kind == "failed":
+                raise RuntimeError(f"rank {rank} failed while starting:\n{text}")
+            started.add(rank)
+        for worker in workers:
+            if worker.exitcode is not None and int(worker.name.split()[1]) not in started:
+                raise RuntimeError(
+                    f"{worker.name} exited with code {worker.exitcode} before it started "
+                    "(see its output above; with spawn, the runner and everything in it must "
+                    "pickle)"
+                )
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"local ranks did not start within {timeout:.0f} s")
+        time.sleep(0.02)
+
+
+def _failed_rank(workers: list[Any], messages: Any) -> str | None:
+    """After rank 0 failed: the failure of another rank that caused it (its traceback, or
+    how its process ended), or None when the other ranks are fine (rank 0's own error)."""
+    # A rank that fails sends its traceback before it exits, and rank 0 notices the closed
+    # connection only after that exit; a killed rank may take a moment to be reaped.
+    mp.connection.wait([w.sentinel for w in workers], timeout=1.0)
+    for kind, rank, text in _messages(messages):
+        if kind == "failed":
+            return f"rank {rank} failed:\n{text}"
+    for worker in workers:
+        if worker.exitcode not in (None, 0):
+            return f"{worker.name} died (exit code {worker.exitcode}) without a traceback"
+    return None
+
+
+def _join_workers(workers: list[Any], messages: Any, timeout: float = 60) -> str | None:
+    """After rank 0 finished: wait for the others; a failure of theirs, if any.  A rank that
+    reported its work finished counts as finished, whatever its exit code."""
+    deadline = time.monotonic() + timeout
+    for worker in workers:
+        worker.join(max(deadline - time.monotonic(), 0.1))
+    received = _messages(messages)
+    failed = [f"rank {rank} failed:\n{text}" for kind, rank, text in received if kind == "failed"]
+    if failed:
+        return failed[0]
+    finished = {rank for kind, rank, _ in received if kind == "finished"}
+    for rank, worker in enumerate(workers, start=1):
+        if rank in finished:
+            if worker.exitcode != 0:
+                logger.log(
+                    f"WARNING: {worker.name} exited with code {worker.exitcode} after "
+                    "finishing its work"
+                )
+        elif worker.exitcode is None:
+            return f"{worker.name} did not finish within {timeout:.0f} s of rank 0"
+        else:
+            return f"{worker.name} exited with code {worker.exitcode} before finishing"
+    return None
+
+
+def _stop(workers: list[Any], grace: float = 5.0) -> None:
+    """End every local rank and whatever it started: SIGTERM, then SIGKILL on the rest."""
+    workers = [worker for worker in workers if worker.pid is not None]  # (started ones)
+    for worker in workers:
+        if worker.is_alive():
+            worker.terminate()
+    deadline = time.monotonic() + grace
+    for worker in workers:
+        worker.join(max(deadline - time.monotonic(), 0.0))
+    for worker in workers:
+        if worker.is_alive():
+            _kill_tree(worker.pid)
+            worker.join(5)
+
+
+def _kill_tree(pid: int) -> None:
+    try:
+        process = psutil.Process(pid)
+        for child in process.children(recursive=True):
+            child.kill()
+        process.kill()
+    except psutil.NoSuchProcess:
+        pass
