@@ -100,6 +100,20 @@ def test_two_processes_train_together_and_their_run_is_not_resumed(tmp_path, cap
     assert main(["eval", str(run_dir), "--episodes", "1"]) == 0  # its agent plays
 
 
+def test_train_runs_as_a_torchrun_job(tmp_path):
+    """`torchrun ... -m rl_suite train`: the processes form one run, which rank 0 logs."""
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE")}
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2"]
+    command += ["--master-port", str(rl_suite.find_port()), "-m", "rl_suite", "train", "ppo"]
+    command += ["--log-dir", str(tmp_path), "--steps", "1024"]
+    command += ["--set", "runner.log_interval_steps=512", "--set", "runner.evaluate=False"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    run_dir = tmp_path / "run_0"
+    assert [int(r["CumSteps"]) for r in _rows(run_dir)] == [512, 1024]
+    assert json.loads((run_dir / "params.json").read_text())["config"]["runner"]["processes"] == 2
+
+
 def test_a_killed_run_resumes_where_its_checkpoint_left_it(tmp_path):
     """A run killed mid-way continues from its last checkpoint with `resume`, appending to
     the same progress.csv: every logged step count once, in order, up to the end."""

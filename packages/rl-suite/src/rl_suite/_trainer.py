@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -211,6 +212,12 @@ def _affinity(config: dict[str, Any]) -> dict[str, Any]:
     return affinity
 
 
+def _torchrun_rank() -> int | None:
+    """This process's rank in a job started by torchrun (None outside one)."""
+    names = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+    return int(os.environ["RANK"]) if all(name in os.environ for name in names) else None
+
+
 def _processes(config: dict[str, Any]) -> int:
     processes = config["runner"].get("processes", 1)
     if isinstance(processes, bool) or not isinstance(processes, int) or processes < 1:
@@ -269,8 +276,12 @@ def build(config: dict[str, Any], affinity: dict[str, Any] | None = None) -> Any
             raise ValueError("runner.stop_return needs runner.evaluate=True")
         runner_kwargs["stop_return"] = runner_config["stop_return"]
     processes = _processes(config)
-    if processes == 1:
-        RunnerCls: type = MinibatchRlEval if evaluate else MinibatchRl
+    if _torchrun_rank() is not None:  # one process of torchrun's, one per GPU on GPUs
+        RunnerCls: type = SyncRlEval if evaluate else SyncRl
+        local_processes = int(os.environ.get("LOCAL_WORLD_SIZE", 1))
+        affinity = _process_affinities(affinity, local_processes)  # type: ignore[assignment]
+    elif processes == 1:
+        RunnerCls = MinibatchRlEval if evaluate else MinibatchRl
     else:
         RunnerCls = SyncRlEval if evaluate else SyncRl
         affinity = _process_affinities(affinity, processes)  # type: ignore[assignment]
@@ -314,9 +325,18 @@ def train(
     pick another ``log_dir`` or seed. One whose run failed before it logged anything (an
     empty ``progress.csv``: e.g. settings the algorithm refused at start-up) is used again.
     ``affinity``: see ``build``.
+
+    Under torchrun, every process of the job calls this; rank 0 writes the run directory.
     """
+    rank = _torchrun_rank()
+    if rank is not None:
+        processes = int(os.environ["WORLD_SIZE"])
+        config = {**config, "runner": {**config["runner"], "processes": processes}}
     runner = build(config, affinity)
     run_dir = run_dir_for(config, log_dir)
+    if rank:
+        runner.train()
+        return run_dir
     progress = run_dir / "progress.csv"
     if progress.exists() and progress.stat().st_size > 0:
         raise FileExistsError(
