@@ -148,3 +148,22 @@ def make_samples(
         agent=AgentSamplesBsv(action, prev_action, agent_info, bootstrap_value),
         env=EnvSamples(observation, reward, prev_reward, done, env_info),
     )
+
+
+def random_batch(agent, T=5, B=4, p_done=0.2, seed=0, timeout=False, prev_rnn_state0=None, obs=4):
+    """A seeded [T, B] batch of random observations and rewards, dones with probability
+    ``p_done`` (half of them time-outs with ``timeout``), sampled by ``agent``."""
+    g = torch.Generator().manual_seed(seed)
+    observation = torch.randn(T, B, obs, generator=g)
+    reward = torch.randn(T, B, generator=g)
+    done = torch.rand(T, B, generator=g) < p_done
+    timeouts = done & (torch.rand(T, B, generator=g) < 0.5) if timeout else None
+    return make_samples(
+        agent,
+        observation,
+        reward,
+        done,
+        timeout=timeouts,
+        prev_rnn_state0=prev_rnn_state0,
+        seed=seed,
+    )

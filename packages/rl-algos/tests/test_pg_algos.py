@@ -5,7 +5,15 @@ import io
 import numpy as np
 import pytest
 import torch
-from rl_algos_fakes import EnvInfo, LinearAgent, LstmAgent, NoTimeoutInfo, RnnState, make_samples
+from rl_algos_fakes import (
+    EnvInfo,
+    LinearAgent,
+    LstmAgent,
+    NoTimeoutInfo,
+    RnnState,
+    make_samples,
+    random_batch,
+)
 
 from rl_algos import (
     A2C,
@@ -19,23 +27,6 @@ from rl_algos import (
 from rl_arrays import AgentInputs, AgentSamples, BatchSpec, Samples, numpify_buffer
 
 OBS, ACTIONS = 4, 3
-
-
-def random_batch(agent, T=5, B=4, p_done=0.2, seed=0, timeout=False, prev_rnn_state0=None):
-    g = torch.Generator().manual_seed(seed)
-    observation = torch.randn(T, B, OBS, generator=g)
-    reward = torch.randn(T, B, generator=g)
-    done = torch.rand(T, B, generator=g) < p_done
-    timeouts = done & (torch.rand(T, B, generator=g) < 0.5) if timeout else None
-    return make_samples(
-        agent,
-        observation,
-        reward,
-        done,
-        timeout=timeouts,
-        prev_rnn_state0=prev_rnn_state0,
-        seed=seed,
-    )
 
 
 def lstm_batch(agent, T=5, B=6, p_done=0.2, seed=0):

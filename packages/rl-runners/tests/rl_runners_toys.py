@@ -3,13 +3,18 @@ rl_algos): deterministic given their seeds, with real torch parameters and SGD s
 
 from __future__ import annotations
 
+import multiprocessing as mp
+import os
 import random
+import time
 from collections import namedtuple
 from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 import torch
+
+from rl_arrays import np_mp_array
 
 OBS_DIM = 3
 OptInfo = namedtuple("OptInfo", ["loss", "gradNorm"])
@@ -219,3 +224,244 @@ def make(sampler_kwargs=None, algo_kwargs=None, sampler_cls=ToySampler):
     """A fresh (algo, agent, sampler), the agent's initial weights drawn from a fixed seed."""
     torch.manual_seed(0)
     return ToyAlgo(**(algo_kwargs or {})), ToyAgent(), sampler_cls(**(sampler_kwargs or {}))
+
+
+# ------------------------------------------------------------------ asynchronous toys
+# For AsyncRl: the sampler and the memory copier run in processes of their own, so what the
+# tests check on that side is kept on shared memory. Module-level classes: they pickle
+# under spawn.
+
+ToySamples = namedtuple("ToySamples", ["observation", "reward", "batch"])
+TRUE_WEIGHT = np.array([1.0, -2.0, 0.5], np.float32)
+# Slots of ToyAsyncSampler.record
+INITIALIZED, SHUT_DOWN, BATCHES, EVALUATIONS, RECEIVED, AFFINITY_MARK = range(6)
+
+
+class ToyAsyncAgent(ToyAgent):
+    """``ToyAgent`` with the asynchronous calls: its model goes on shared memory
+    (``initialize_shared``) and the training process trains it in place, counting the
+    updates it publishes (``send_shared_memory``, under ``lock`` as rl-agents does); the
+    sampler's process acts with a model of its own (``async_cpu``) that
+    ``recv_shared_memory`` refreshes."""
+
+    def initialize_shared(self):
+        self.model.share_memory()
+        self.shared_model = self.model
+        self.sent = torch.zeros((), dtype=torch.int64).share_memory_()
+        self.lock = mp.get_context("spawn").Lock()
+        self.received = 0
+
+    def async_cpu(self):
+        self.model = torch.nn.Linear(OBS_DIM, 1)
+        self.recv_shared_memory(force=True)
+
+    def send_shared_memory(self):
+        with self.lock:
+            self.sent += 1
+
+    def recv_shared_memory(self, force=False):
+        if force or int(self.sent) != self.received:
+            with self.lock:
+                self.model.load_state_dict(self.shared_model.state_dict())
+                self.received = int(self.sent)
+
+
+class ToyAsyncSampler:
+    """Writes batch ``itr`` into half ``db_idx`` of its double buffer: random observations,
+    rewards ``observation @ TRUE_WEIGHT`` and ``batch`` = ``itr`` everywhere (so the replay
+    tells batches apart and sees a half overwritten while copied); one trajectory per batch,
+    of return ``itr``. An evaluation at ``itr`` gives returns ``itr`` and ``itr + 1``.
+
+    ``delay``: seconds per batch. ``fail_at``: raise in that iteration; ``die_at``: end the
+    process there without a word; ``die_holding_lock_at``: the same while holding the
+    agent's lock (which the training process then waits for). ``record`` (shared memory):
+    what happened in the sampler's process (see the slot names above).
+    """
+
+    def __init__(
+        self,
+        batch_T=4,
+        batch_B=2,
+        delay=0.0,
+        fail_at=None,
+        die_at=None,
+        die_holding_lock_at=None,
+        eval_n_envs=2,
+    ):
+        self.batch_spec = SimpleNamespace(T=batch_T, B=batch_B, size=batch_T * batch_B)
+        self.delay, self.fail_at, self.die_at = delay, fail_at, die_at
+        self.die_holding_lock_at = die_holding_lock_at
+        self.eval_n_envs = eval_n_envs
+        self.record = np_mp_array(6, np.int64)
+
+    @property
+    def batch_size(self):
+        return self.batch_spec.size
+
+    def async_initialize(self, agent, bootstrap_value=False, traj_info_kwargs=None, seed=None):
+        agent.initialize_shared()
+        self.agent, self.seed = agent, seed
+        self.init_kwargs = dict(
+            bootstrap_value=bootstrap_value, traj_info_kwargs=traj_info_kwargs, seed=seed
+        )
+        T, B = self.batch_spec.T, self.batch_spec.B
+        self.buffers = tuple(
+            ToySamples(
+                np_mp_array((T, B, OBS_DIM), np.float32),
+                np_mp_array((T, B), np.float32),
+                np_mp_array((T, B), np.int64),
+            )
+            for _ in range(2)
+        )
+        return self.buffers, {"observation": np.zeros(OBS_DIM, np.float32)}
+
+    def initialize(self, affinity=None):
+        self.agent.async_cpu()
+        self.rng = np.random.default_rng(self.seed)
+        self.record[INITIALIZED] = 1
+        self.record[AFFINITY_MARK] = (affinity or {}).get("toy_mark", 0)
+
+    def obtain_samples(self, itr, db_idx=0):
+        if itr == self.fail_at:
+            raise RuntimeError(f"toy sampler failed at {itr}")
+        if itr == self.die_at:
+            os._exit(3)
+        if itr == self.die_holding_lock_at:
+            self.agent.lock.acquire()
+            os._exit(4)
+        if self.delay:
+            time.sleep(self.delay)
+        self.agent.recv_shared_memory()
+        self.record[RECEIVED] = self.agent.received
+        T, B = self.batch_spec.T, self.batch_spec.B
+        observation = self.rng.normal(size=(T, B, OBS_DIM)).astype(np.float32)
+        half = self.buffers[db_idx]
+        half.observation[:] = observation
+        half.reward[:] = observation @ TRUE_WEIGHT
+        half.batch[:] = itr
+        self.record[BATCHES] += 1
+        return [ToyTrajInfo(T, float(itr))]
+
+    def evaluate_agent(self, itr):
+        self.record[EVALUATIONS] += 1
+        return [ToyTrajInfo(5, float(itr)), ToyTrajInfo(5, float(itr) + 1)]
+
+    def shutdown(self):
+        self.record[SHUT_DOWN] = 1
+
+
+class ToyReplay:
+    """Whole batches on shared memory behind a lock (it goes to the copier's process);
+    keeps the order batches arrived in, and refuses a batch that mixes iterations (its half
+    was overwritten while it was copied)."""
+
+    def __init__(self, n_batches, T, B):
+        self.lock = mp.get_context("spawn").Lock()
+        self.observation = np_mp_array((n_batches, T, B, OBS_DIM), np.float32)
+        self.reward = np_mp_array((n_batches, T, B), np.float32)
+        self.order = np_mp_array(n_batches, np.int64)
+        self.count = np_mp_array(1, np.int64)
+
+    def append_samples(self, samples):
+        with self.lock:
+            marks = np.unique(samples.batch)
+            if len(marks) != 1:
+                raise ValueError(f"a batch mixes sampler iterations {marks.tolist()}")
+            k = int(self.count[0])
+            self.observation[k] = samples.observation
+            self.reward[k] = samples.reward
+            self.order[k] = marks[0]
+            self.count[0] = k + 1
+
+    def sample(self, n, generator):
+        with self.lock:
+            k = int(self.count[0])
+            observation = torch.tensor(self.observation[:k]).reshape(-1, OBS_DIM)
+            reward = torch.tensor(self.reward[:k]).reshape(-1)
+        idx = torch.randint(len(reward), (n,), generator=generator)
+        return observation[idx], reward[idx]
+
+
+class ToyAsyncAlgo:
+    """Regresses the reward on the observation from the replay alone: one SGD step on
+    ``batch_size`` replayed samples per update, ``updates_per_optimize`` updates a call,
+    learning from sampler iteration ``min_itr_learn``. ``update_delay``: seconds per update
+    (a slow optimizer); ``fail_copy_at``: ``samples_to_buffer`` raises on that batch (in the
+    copier's process). ``record``: (updates done, batches in the replay, sampler_itr) after
+    each call."""
+
+    opt_info_fields = OptInfo._fields
+
+    def __init__(
+        self,
+        replay_ratio=4,
+        batch_size=8,
+        min_itr_learn=2,
+        updates_per_optimize=1,
+        update_delay=0.0,
+        fail_copy_at=None,
+        lr=0.02,
+        discount=0.99,
+    ):
+        self.replay_ratio, self.batch_size = replay_ratio, batch_size
+        self.min_itr_learn, self.updates_per_optimize = min_itr_learn, updates_per_optimize
+        self.update_delay, self.fail_copy_at = update_delay, fail_copy_at
+        self.lr, self.discount = lr, discount
+        self.update_counter = 0
+        self.record: list[tuple[int, int, int]] = []
+
+    def async_initialize(
+        self, agent, sampler_n_itr, batch_spec, mid_batch_reset, examples, world_size=1
+    ):
+        self.agent = agent
+        self.async_kwargs = dict(
+            sampler_n_itr=sampler_n_itr,
+            batch_spec=batch_spec,
+            mid_batch_reset=mid_batch_reset,
+            examples=examples,
+            world_size=world_size,
+        )
+        self.replay_buffer = ToyReplay(sampler_n_itr, batch_spec.T, batch_spec.B)
+        return self.replay_buffer
+
+    def optim_initialize(self, rank=0):
+        self.optimizer = torch.optim.SGD(self.agent.parameters(), lr=self.lr)
+        self.generator = torch.Generator().manual_seed(rank)
+
+    def samples_to_buffer(self, samples):
+        if self.fail_copy_at is not None and int(samples.batch[0, 0]) == self.fail_copy_at:
+            raise ValueError(f"cannot copy batch {self.fail_copy_at}")
+        return samples
+
+    def optimize_agent(self, itr, samples=None, sampler_itr=None):
+        info = OptInfo([], [])
+        for _ in range(self.updates_per_optimize):
+            if self.update_delay:
+                time.sleep(self.update_delay)
+            observation, target = self.replay_buffer.sample(self.batch_size, self.generator)
+            self.optimizer.zero_grad()
+            loss = ((self.agent.model(observation).squeeze(-1) - target) ** 2).mean()
+            loss.backward()
+            grad_norm = torch.nn.utils.clip_grad_norm_(self.agent.parameters(), 1e6)
+            self.optimizer.step()
+            info.loss.append(loss.item())
+            info.gradNorm.append(float(grad_norm))
+            self.update_counter += 1
+        self.record.append((self.update_counter, int(self.replay_buffer.count[0]), sampler_itr))
+        return info
+
+    def optim_state_dict(self):
+        return {"optimizer": self.optimizer.state_dict()}
+
+    def load_optim_state_dict(self, state):
+        self.optimizer.load_state_dict(state["optimizer"])
+
+
+def make_async(sampler_kwargs=None, algo_kwargs=None):
+    """A fresh (algo, agent, sampler) for the asynchronous runners."""
+    torch.manual_seed(0)
+    return (
+        ToyAsyncAlgo(**(algo_kwargs or {})),
+        ToyAsyncAgent(),
+        ToyAsyncSampler(**(sampler_kwargs or {})),
+    )

@@ -3,7 +3,8 @@
 The on-policy actor-critics ``A2C`` and ``PPO`` (feed-forward and recurrent agents) on their
 ``PolicyGradientAlgo`` base; the replay-based Q-learners ``DQN``, ``CategoricalDQN`` and
 ``R2D1``; the replay-based actor-critics for continuous actions ``DDPG``, ``TD3`` and ``SAC``;
-and the return / advantage functions for ``[T, B]`` data (numpy arrays or torch tensors).
+and the return / advantage functions for ``[T, B]`` data (numpy arrays or torch tensors),
+with ``split_and_pad_trajectories`` / ``unpad_trajectories`` for episode-aligned recurrent data.
 Agents are reached only through the protocols declared here (``PgAgentLike``, ``QAgentLike``,
 ``CatQAgentLike``, ``R2d1AgentLike``, ``DdpgAgentLike``, ``Td3AgentLike``, ``SacAgentLike``);
 batches are ``rl_arrays.Samples``.
@@ -39,6 +40,7 @@ from ._returns import (
 )
 from ._sac import SAC, SacOptInfo
 from ._td3 import TD3
+from ._trajectories import split_and_pad_trajectories, unpad_trajectories
 
 __version__ = _version("rl-algos")
 
@@ -76,6 +78,8 @@ __all__ = [
     "huber_loss",
     "inv_value_rescale",
     "sequence_priorities",
+    "split_and_pad_trajectories",
+    "unpad_trajectories",
     "valid_from_done",
     "value_rescale",
 ]

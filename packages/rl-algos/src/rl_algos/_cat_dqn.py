@@ -64,13 +64,16 @@ class CategoricalDQN(DQN):
         self.V_min = V_min
         self.V_max = V_max
 
-    def initialize(self, agent: CatQAgentLike, *args: Any, **kwargs: Any) -> None:
-        """As DQN's, then tells the agent its support (``give_V_min_max``)."""
+    def _check_agent(self, agent: Any) -> None:
         if not hasattr(agent, "give_V_min_max"):
             raise TypeError(
                 "CategoricalDQN needs an agent with give_V_min_max (see rl_algos.CatQAgentLike)"
             )
-        super().initialize(agent, *args, **kwargs)
+        super()._check_agent(agent)
+
+    def _tell_agent(self, agent: CatQAgentLike) -> None:
+        """As DQN's, and the support of the return distributions (``give_V_min_max``)."""
+        super()._tell_agent(agent)
         agent.give_V_min_max(self.V_min, self.V_max)
 
     def loss(self, samples: Any) -> tuple[torch.Tensor, torch.Tensor]:

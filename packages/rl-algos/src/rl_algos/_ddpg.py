@@ -15,18 +15,16 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import os
 from collections import namedtuple
 from collections.abc import Iterator
 from typing import Any
 
 import torch
 
-from rl_arrays import buffer_to, numpify_buffer, torchify_buffer
 from rl_replay import TlUniformReplayBuffer, UniformReplayBuffer
 
-from ._dqn import DQN, _check_positive, check_agent
 from ._pg import check_count, check_number, clip_and_step
+from ._replay_algo import ReplayAlgo, check_positive
 
 __all__ = ["DDPG", "DdpgOptInfo"]
 
@@ -56,186 +54,29 @@ def _masked_mean(x: torch.Tensor, valid: torch.Tensor | None) -> torch.Tensor:
     return (x * valid).sum() / valid.sum().clamp(min=1)
 
 
-class _QpgAlgo:
-    """The loop shared by DDPG, TD3 and SAC: store the sampler's batch in the replay buffer,
-    then from iteration ``min_itr_learn`` on take ``updates_per_optimize`` updates
-    (``round(replay_ratio * sampler batch size / batch_size)``, at least one) on batches of
-    ``batch_size`` transitions, moving the agent's targets by ``target_update_tau`` every
-    ``target_update_interval`` updates. Subclasses define the optimizers and ``_update``.
+class _QpgAlgo(ReplayAlgo):
+    """The loop shared by DDPG, TD3 and SAC (``ReplayAlgo``'s): store the sampler's batch in
+    the replay buffer, then from iteration ``min_itr_learn`` on take ``updates_per_optimize``
+    updates (``round(replay_ratio * sampler batch size / batch_size)``, at least one; in
+    async mode ``updates_per_sync``) on batches of ``batch_size`` transitions, moving the
+    agent's targets by ``target_update_tau`` every ``target_update_interval`` updates.
+    Subclasses define the optimizers and ``_update``.
     """
 
-    bootstrap_value = False  # the sampler need not record a bootstrap value
     OptInfoCls: Any = DdpgOptInfo
     opt_info_fields: tuple[str, ...] = DdpgOptInfo._fields
-    agent_members: tuple[str, ...] = ()
-    agent_protocol = ""
 
-    def __init__(
-        self,
-        discount: float,
-        batch_size: int,
-        min_steps_learn: int,
-        replay_size: int,
-        replay_ratio: float,
-        target_update_tau: float,
-        target_update_interval: int,
-        OptimCls: Any,
-        optim_kwargs: dict[str, Any] | None,
-        initial_optim_state_dict: dict[str, Any] | None,
-        clip_grad_norm: float | None,
-        n_step_return: int,
-        updates_per_sync: int,
-        bootstrap_timelimit: bool,
-        ReplayBufferCls: Any,
-    ):
-        check_number("discount", discount, 0, 1)
-        check_count("batch_size", batch_size)
-        check_count("min_steps_learn", min_steps_learn, 0)
-        check_count("replay_size", replay_size)
-        _check_positive("replay_ratio", replay_ratio)
-        _check_positive("target_update_tau", target_update_tau)
-        check_number("target_update_tau", target_update_tau, 0, 1)
-        check_count("target_update_interval", target_update_interval)
-        if not callable(OptimCls):
-            raise ValueError(f"OptimCls must be an optimizer class, got {OptimCls!r}")
-        if optim_kwargs is not None and not isinstance(optim_kwargs, dict):
-            raise ValueError(f"optim_kwargs must be a dict or None, got {optim_kwargs!r}")
-        if clip_grad_norm is not None:
-            check_number("clip_grad_norm", clip_grad_norm, 0)
-        check_count("n_step_return", n_step_return)
-        check_count("updates_per_sync", updates_per_sync)
-        if ReplayBufferCls is not None and not callable(ReplayBufferCls):
-            raise ValueError(
-                f"ReplayBufferCls must be a replay buffer class, got {ReplayBufferCls!r}"
-            )
-        self.discount = discount
-        self.batch_size = int(batch_size)
-        self.min_steps_learn = int(min_steps_learn)
-        self.replay_size = int(replay_size)
-        self.replay_ratio = replay_ratio
-        self.target_update_tau = target_update_tau
-        self.target_update_interval = int(target_update_interval)
-        self.OptimCls = OptimCls
-        if optim_kwargs is None and OptimCls in (torch.optim.Adam, torch.optim.AdamW):
-            optim_kwargs = {"fused": True}  # one kernel for all parameters
-        self.optim_kwargs = dict(optim_kwargs or {})
-        self.initial_optim_state_dict = initial_optim_state_dict
-        self.clip_grad_norm = clip_grad_norm
-        self.n_step_return = int(n_step_return)
-        self.updates_per_sync = int(updates_per_sync)
-        self.bootstrap_timelimit = bool(bootstrap_timelimit)
-        self.ReplayBufferCls = ReplayBufferCls
-        self.agent: Any = None
-        self.replay_buffer: Any = None
-        self.update_counter = 0
-
-    # The replay data and its checks are DQN's: the same fields (observation, action, reward,
-    # done, and timeout with bootstrap_timelimit), and the same condition for a first batch.
-    examples_to_buffer = DQN.examples_to_buffer
-    samples_to_buffer = DQN.samples_to_buffer
-    _steps_to_first_batch = DQN._steps_to_first_batch
-    _check_learning_start = DQN._check_learning_start
-
-    # ------------------------------------------------------------------ set-up
-
-    def initialize(
-        self,
-        agent: Any,
-        n_itr: int,
-        batch_spec: Any,
-        mid_batch_reset: bool = False,
-        examples: Any = None,
-        world_size: int = 1,
-        rank: int = 0,
-    ) -> None:
-        """Keep the agent, size the run from ``batch_spec`` (``updates_per_optimize``,
-        ``min_itr_learn``, told to the agent), build the replay buffer from ``examples`` and
-        the optimizers. With ``mid_batch_reset=False`` a wait-reset sampler's blank steps
-        after a done are replayed as terminal transitions with zero reward (as in DQN)."""
-        check_agent(agent, type(self).__name__, self.agent_members, self.agent_protocol)
-        check_count("n_itr", n_itr)
-        check_count("world_size", world_size)
-        check_count("rank", rank, 0)
-        T, B = getattr(batch_spec, "T", None), getattr(batch_spec, "B", None)
-        check_count("batch_spec.T", T)
-        check_count("batch_spec.B", B)
-        if examples is None:
-            raise ValueError(
-                "examples is needed to build the replay buffer (the sampler returns it)"
-            )
-        self.agent = agent
-        self.n_itr = int(n_itr)
-        self.batch_spec = batch_spec
-        self.mid_batch_reset = bool(mid_batch_reset)
-        self.world_size, self.rank = int(world_size), int(rank)
-        self.sampler_bs = T * B
-        self.updates_per_optimize = max(
-            1, round(self.replay_ratio * self.sampler_bs / self.batch_size)
-        )
-        self.min_itr_learn = self.min_steps_learn // self.sampler_bs
+    def _tell_agent(self, agent: Any) -> None:
         agent.give_min_itr_learn(self.min_itr_learn)
-        self.initialize_replay_buffer(examples, batch_spec)
-        self._check_learning_start(T)
-        self.optim_initialize(rank)
 
-    def initialize_replay_buffer(self, examples: Any, batch_spec: Any) -> None:
-        """A uniform replay buffer (time-limit form with ``bootstrap_timelimit``) of
-        ``replay_size`` transitions over ``batch_spec.B`` environments, seeded from torch's
-        generator (a seeded run replays the same batches)."""
-        default = TlUniformReplayBuffer if self.bootstrap_timelimit else UniformReplayBuffer
-        ReplayCls = self.ReplayBufferCls or default
-        self.replay_buffer = ReplayCls(
-            example=numpify_buffer(self.examples_to_buffer(examples)),
-            size=self.replay_size,
-            B=batch_spec.B,
-            discount=self.discount,
-            n_step_return=self.n_step_return,
-            seed=int(torch.randint(2**62, ())),
-        )
-
-    def optim_initialize(self, rank: int = 0) -> None:
-        """Build the optimizers; load ``initial_optim_state_dict`` when given."""
-        self.rank = rank
-        self._make_optimizers()
-        if self.initial_optim_state_dict is not None:
-            self.load_optim_state_dict(self.initial_optim_state_dict)
-
-    def _make_optimizers(self) -> None:
-        raise NotImplementedError
-
-    def _optimizers(self) -> dict[str, torch.optim.Optimizer]:
-        """The optimizers by their name in ``optim_state_dict``."""
-        raise NotImplementedError
+    def _default_replay_cls(self) -> Any:
+        """A uniform replay buffer (time-limit form with ``bootstrap_timelimit``)."""
+        return TlUniformReplayBuffer if self.bootstrap_timelimit else UniformReplayBuffer
 
     def _make_optimizer(self, params: list[torch.nn.Parameter], lr: float, what: str) -> Any:
         if not params:
             raise ValueError(f"the agent's {what} is empty: there is nothing to optimize")
         return self.OptimCls(params, lr=lr, **self.optim_kwargs)
-
-    # ------------------------------------------------------------------ training
-
-    def optimize_agent(self, itr: int, samples: Any = None, sampler_itr: int | None = None) -> Any:
-        """Store ``samples`` (when given), then, from ``min_itr_learn`` on, take
-        ``updates_per_optimize`` updates on replayed batches. Returns the OptInfo of lists,
-        empty before learning starts. ``sampler_itr`` replaces ``itr`` (async use)."""
-        itr = itr if sampler_itr is None else sampler_itr
-        buffer = self._replay_buffer
-        if samples is not None:
-            buffer.append_samples(self.samples_to_buffer(samples))
-        opt_info = self.OptInfoCls(*([] for _ in self.OptInfoCls._fields))
-        if itr < self.min_itr_learn:
-            return opt_info
-        for _ in range(self.updates_per_optimize):
-            batch = buffer_to(torchify_buffer(buffer.sample_batch(self.batch_size)), self._device)
-            self.update_counter += 1
-            self._update(batch, opt_info)
-            if self.update_counter % self.target_update_interval == 0:
-                self._agent.update_target(self.target_update_tau)
-        return opt_info
-
-    def _update(self, samples: Any, opt_info: Any) -> None:
-        """One update on a replayed batch, recorded in ``opt_info``."""
-        raise NotImplementedError
 
     def _step(self, optimizer: torch.optim.Optimizer, loss: torch.Tensor, params: Any) -> float:
         """Backpropagate ``loss``, clip the gradient norm of ``params`` (the optimizer's),
@@ -282,33 +123,6 @@ class _QpgAlgo:
         for name, optimizer in optimizers.items():
             optimizer.load_state_dict(copy.deepcopy(state_dict[name]))
         self.update_counter = int(state_dict["update_counter"])
-
-    def save_replay(self, path: str | os.PathLike[str]) -> None:
-        """Write the replay buffer's whole state to ``path`` (.npz, written atomically)."""
-        self._replay_buffer.save(path)
-
-    def load_replay(self, path: str | os.PathLike[str]) -> None:
-        """Restore the replay buffer saved by :meth:`save_replay` (same settings)."""
-        self._replay_buffer.load(path)
-
-    # ------------------------------------------------------------------ guards
-
-    def _require(self, value: Any) -> Any:
-        if value is None:
-            raise RuntimeError(f"{type(self).__name__}.initialize(agent, ...) must be called first")
-        return value
-
-    @property
-    def _agent(self) -> Any:
-        return self._require(self.agent)
-
-    @property
-    def _device(self) -> torch.device:
-        return self._agent.device
-
-    @property
-    def _replay_buffer(self) -> Any:
-        return self._require(self.replay_buffer)
 
 
 class DDPG(_QpgAlgo):
@@ -377,7 +191,7 @@ class DDPG(_QpgAlgo):
         check_count("policy_update_interval", policy_update_interval)
         check_number("learning_rate", learning_rate, 0)
         check_number("q_learning_rate", q_learning_rate, 0)
-        _check_positive("q_target_clip", q_target_clip)
+        check_positive("q_target_clip", q_target_clip)
         self.policy_update_interval = int(policy_update_interval)
         self.learning_rate = learning_rate
         self.q_learning_rate = q_learning_rate

@@ -4,20 +4,16 @@ replay, target-network updates, and time-limit truncations that are not treated 
 from __future__ import annotations
 
 import copy
-import math
 import os
 from collections import namedtuple
 from typing import Any
 
-import numpy as np
 import torch
 
-from rl_arrays import buffer_to, numpify_buffer, select_at_indexes, torchify_buffer
+from rl_arrays import select_at_indexes
 from rl_replay import (
     PrioritizedReplayBuffer,
     PrioritizedReplayFrameBuffer,
-    SamplesToBuffer,
-    SamplesToBufferTl,
     TlPrioritizedReplayBuffer,
     TlUniformReplayBuffer,
     UniformReplayBuffer,
@@ -26,6 +22,7 @@ from rl_replay import (
 
 from ._pg import check_count, check_number, clip_and_step
 from ._protocols import QAgentLike
+from ._replay_algo import ReplayAlgo, check_agent, check_positive
 
 __all__ = ["DQN", "DqnOptInfo", "huber_loss"]
 
@@ -49,27 +46,7 @@ def huber_loss(delta: torch.Tensor, delta_clip: float | None) -> torch.Tensor:
     )
 
 
-def example_field(examples: Any, name: str) -> Any:
-    """``examples[name]`` for the sampler's dict of examples, or the attribute of a namedtuple."""
-    if isinstance(examples, dict):
-        if name not in examples:
-            raise ValueError(f"examples lacks {name!r}; it has {sorted(examples)}")
-        return examples[name]
-    if not hasattr(examples, name):
-        raise ValueError(f"examples lacks {name!r}: expected the sampler's examples")
-    return getattr(examples, name)
-
-
-def check_agent(agent: Any, algo: str, members: tuple[str, ...], protocol: str) -> None:
-    missing = [name for name in members if not hasattr(agent, name)]
-    if missing or not callable(agent):
-        raise TypeError(
-            f"{algo} needs an agent that is callable and has {', '.join(members)} (see "
-            f"rl_algos.{protocol}); missing: {', '.join(missing) or '__call__'}"
-        )
-
-
-class DQN:
+class DQN(ReplayAlgo):
     """DQN trained from a replay buffer (rlpyt's algorithm and argument names).
 
     Each ``optimize_agent`` appends the sampler's batch to the replay buffer and, from
@@ -86,9 +63,12 @@ class DQN:
     per step. ``bootstrap_timelimit`` reads ``env_info.timeout`` from the samples: transitions
     whose n-step window was truncated by a time limit are left out of the loss, since their
     successor observation is not stored, instead of being taught a terminal value of zero.
+
+    For the asynchronous runner: ``async_initialize`` / ``optim_initialize`` and
+    ``optimize_agent(itr, sampler_itr=...)`` taking ``updates_per_sync`` updates (see
+    ``rl_algos._replay_algo``).
     """
 
-    bootstrap_value = False  # the sampler need not record a bootstrap value
     OptInfoCls: Any = DqnOptInfo
     opt_info_fields: tuple[str, ...] = DqnOptInfo._fields
 
@@ -121,59 +101,40 @@ class DQN:
         frame_buffer: bool = False,
         bootstrap_timelimit: bool = False,
     ):
-        check_number("discount", discount, 0, 1)
-        check_count("batch_size", batch_size)
-        check_count("min_steps_learn", min_steps_learn, 0)
         if delta_clip is not None:
-            _check_positive("delta_clip", delta_clip)
-        check_count("replay_size", replay_size)
-        _check_positive("replay_ratio", replay_ratio)
-        _check_positive("target_update_tau", target_update_tau)
-        check_number("target_update_tau", target_update_tau, 0, 1)
-        check_count("target_update_interval", target_update_interval)
-        check_count("n_step_return", n_step_return)
+            check_positive("delta_clip", delta_clip)
+        super().__init__(
+            discount=discount,
+            batch_size=batch_size,
+            min_steps_learn=min_steps_learn,
+            replay_size=replay_size,
+            replay_ratio=replay_ratio,
+            target_update_tau=target_update_tau,
+            target_update_interval=target_update_interval,
+            n_step_return=n_step_return,
+            OptimCls=OptimCls,
+            optim_kwargs=optim_kwargs,
+            initial_optim_state_dict=initial_optim_state_dict,
+            clip_grad_norm=clip_grad_norm,
+            updates_per_sync=updates_per_sync,
+            bootstrap_timelimit=bootstrap_timelimit,
+            ReplayBufferCls=ReplayBufferCls,
+        )
         check_number("learning_rate", learning_rate, 0)
-        if not callable(OptimCls):
-            raise ValueError(f"OptimCls must be an optimizer class, got {OptimCls!r}")
-        if optim_kwargs is not None and not isinstance(optim_kwargs, dict):
-            raise ValueError(f"optim_kwargs must be a dict or None, got {optim_kwargs!r}")
-        if clip_grad_norm is not None:
-            check_number("clip_grad_norm", clip_grad_norm, 0)
         check_count("eps_steps", eps_steps, 0)
         check_number("pri_alpha", pri_alpha, 0)
         check_number("pri_beta_init", pri_beta_init, 0)
         check_number("pri_beta_final", pri_beta_final, 0)
         check_count("pri_beta_steps", pri_beta_steps)
         if default_priority is not None:
-            _check_positive("default_priority", default_priority)
-        if ReplayBufferCls is not None and not callable(ReplayBufferCls):
-            raise ValueError(
-                f"ReplayBufferCls must be a replay buffer class, got {ReplayBufferCls!r}"
-            )
-        check_count("updates_per_sync", updates_per_sync)
+            check_positive("default_priority", default_priority)
         if frame_buffer and bootstrap_timelimit and ReplayBufferCls is None:
             raise ValueError(
                 "frame_buffer and bootstrap_timelimit cannot be combined: rl-replay has no "
                 "time-limit frame buffer (give ReplayBufferCls, or drop one of them)"
             )
-        self.discount = discount
-        self.batch_size = int(batch_size)
-        self.min_steps_learn = int(min_steps_learn)
         self.delta_clip = delta_clip
-        self.replay_size = int(replay_size)
-        self.replay_ratio = replay_ratio
-        self.target_update_tau = target_update_tau
-        self.target_update_interval = int(target_update_interval)
-        self.n_step_return = int(n_step_return)
         self.learning_rate = learning_rate
-        self.OptimCls = OptimCls
-        if optim_kwargs is None and OptimCls in (torch.optim.Adam, torch.optim.AdamW):
-            # rlpyt's epsilon for DQN's Adam, and the fused implementation (one kernel for
-            # every parameter where the default loops over them).
-            optim_kwargs = {"eps": 0.01 / self.batch_size, "fused": True}
-        self.optim_kwargs = dict(optim_kwargs or {})
-        self.initial_optim_state_dict = initial_optim_state_dict
-        self.clip_grad_norm = clip_grad_norm
         self.eps_steps = int(eps_steps)
         self.double_dqn = bool(double_dqn)
         self.prioritized_replay = bool(prioritized_replay)
@@ -185,102 +146,45 @@ class DQN:
         if default_priority is None:
             default_priority = 1.0 if delta_clip is None else delta_clip
         self.default_priority = default_priority
-        self.ReplayBufferCls = ReplayBufferCls
-        self.updates_per_sync = int(updates_per_sync)
         self.frame_buffer = bool(frame_buffer)
-        self.bootstrap_timelimit = bool(bootstrap_timelimit)
-        self.agent: Any = None
         self.optimizer: torch.optim.Optimizer | None = None
-        self.replay_buffer: Any = None
-        self.update_counter = 0
         self.pri_beta = pri_beta_init if self.prioritized_replay else None
+
+    def _default_adam_kwargs(self) -> dict[str, Any]:
+        # rlpyt's epsilon for DQN's Adam, and the fused implementation.
+        return {"eps": 0.01 / self.batch_size, "fused": True}
 
     # ------------------------------------------------------------------ set-up
 
-    def initialize(
-        self,
-        agent: QAgentLike,
-        n_itr: int,
-        batch_spec: Any,
-        mid_batch_reset: bool = False,
-        examples: Any = None,
-        world_size: int = 1,
-        rank: int = 0,
-    ) -> None:
-        """Keep the agent, size the run from ``batch_spec`` (``updates_per_optimize``,
-        ``min_itr_learn``, the agent's epsilon schedule), build the replay buffer from
-        ``examples`` (one step of each field, as the sampler returns them) and the optimizer.
-
-        ``mid_batch_reset=False`` is accepted, but a wait-reset sampler's blank steps after
-        a done are then replayed as terminal transitions with zero reward (as in rlpyt).
-        """
-        self._check_agent(agent)
-        check_count("n_itr", n_itr)
-        check_count("world_size", world_size)
-        check_count("rank", rank, 0)
-        T, B = getattr(batch_spec, "T", None), getattr(batch_spec, "B", None)
-        if (
-            isinstance(T, bool)
-            or not isinstance(T, int)
-            or isinstance(B, bool)
-            or not isinstance(B, int)
-        ):
-            raise ValueError(f"batch_spec must have integer T and B, got {batch_spec!r}")
-        if examples is None:
-            raise ValueError(
-                "examples is needed to build the replay buffer (the sampler returns it)"
+    def _check_agent(self, agent: Any) -> None:
+        check_agent(agent, type(self).__name__, _AGENT_MEMBERS, "QAgentLike")
+        if getattr(agent, "recurrent", False):
+            raise TypeError(
+                f"{type(self).__name__} takes a feed-forward agent; use R2D1 for a recurrent one"
             )
-        self.agent = agent
-        self.n_itr = int(n_itr)
-        self.batch_spec = batch_spec
-        self.mid_batch_reset = bool(mid_batch_reset)
-        self.world_size, self.rank = int(world_size), int(rank)
-        self.sampler_bs = T * B
-        self.updates_per_optimize = max(
-            1, round(self.replay_ratio * self.sampler_bs / self.batch_size)
-        )
-        self.min_itr_learn = self.min_steps_learn // self.sampler_bs
-        agent.set_epsilon_itr_min_max(self.min_itr_learn, max(1, self.eps_steps // self.sampler_bs))
-        self.initialize_replay_buffer(examples, batch_spec)
-        self._check_learning_start(T)
-        self.optim_initialize(rank)
 
-    def optim_initialize(self, rank: int = 0) -> None:
-        """Build the optimizer over the agent's parameters, load ``initial_optim_state_dict``
-        when given, and place the importance-weight schedule."""
-        self.rank = rank
+    def _tell_agent(self, agent: QAgentLike) -> None:
+        """The epsilon schedule, in sampler iterations."""
+        agent.set_epsilon_itr_min_max(self.min_itr_learn, max(1, self.eps_steps // self.sampler_bs))
+
+    def _make_optimizers(self) -> None:
+        """The optimizer over the agent's parameters, and the importance-weight schedule."""
         self._params = list(self._agent.parameters())
         if not self._params:
             raise ValueError("agent.parameters() is empty: there is nothing to optimize")
         self.optimizer = self.OptimCls(self._params, lr=self.learning_rate, **self.optim_kwargs)
-        if self.initial_optim_state_dict is not None:
-            self.load_optim_state_dict(self.initial_optim_state_dict)
         if self.prioritized_replay:
             self.pri_beta_itr = max(1, self.pri_beta_steps // self.sampler_bs)
 
-    def initialize_replay_buffer(self, examples: Any, batch_spec: Any) -> None:
-        """The replay buffer, sized ``replay_size`` over ``batch_spec.B`` environments, seeded
-        from torch's generator (so a seeded run replays the same batches)."""
-        kwargs: dict[str, Any] = dict(
-            example=numpify_buffer(self.examples_to_buffer(examples)),
-            size=self.replay_size,
-            B=batch_spec.B,
-            discount=self.discount,
-            n_step_return=self.n_step_return,
-            seed=int(torch.randint(2**62, ())),
-        )
-        kwargs.update(self._replay_kwargs())
-        if self.prioritized_replay:
-            kwargs.update(
-                alpha=self.pri_alpha,
-                beta=self.pri_beta_init,
-                default_priority=self.default_priority,
-            )
-        ReplayCls = self.ReplayBufferCls or self._default_replay_cls()
-        self.replay_buffer = ReplayCls(**kwargs)
+    def _optimizers(self) -> dict[str, torch.optim.Optimizer]:
+        return {"optimizer": self._optimizer}
 
     def _replay_kwargs(self) -> dict[str, Any]:
-        return {}
+        if not self.prioritized_replay:
+            return {}
+        return dict(
+            alpha=self.pri_alpha, beta=self.pri_beta_init, default_priority=self.default_priority
+        )
 
     def _default_replay_cls(self) -> Any:
         if self.prioritized_replay:
@@ -293,87 +197,20 @@ class DQN:
             return UniformReplayFrameBuffer
         return TlUniformReplayBuffer if self.bootstrap_timelimit else UniformReplayBuffer
 
-    def _check_agent(self, agent: Any) -> None:
-        check_agent(agent, type(self).__name__, _AGENT_MEMBERS, "QAgentLike")
-        if getattr(agent, "recurrent", False):
-            raise TypeError(
-                f"{type(self).__name__} takes a feed-forward agent; use R2D1 for a recurrent one"
-            )
-
-    def _steps_to_first_batch(self) -> int:
-        """Steps per environment the replay buffer needs before it can give a batch."""
-        buffer, B = self.replay_buffer, self.batch_spec.B
-        off_forward = getattr(buffer, "off_forward", 1)
-        return off_forward + self.n_step_return + math.ceil(self.batch_size / B)
-
-    def _check_learning_start(self, T: int) -> None:
-        needed = self._steps_to_first_batch()
-        have = (self.min_itr_learn + 1) * T
-        if have < needed:
-            raise ValueError(
-                f"min_steps_learn={self.min_steps_learn} starts learning at iteration "
-                f"{self.min_itr_learn}, when the replay buffer holds {have} steps per "
-                f"environment, but it needs {needed} to sample a first batch: make "
-                f"min_steps_learn at least {(math.ceil(needed / T) - 1) * self.sampler_bs}"
-            )
-
-    # ------------------------------------------------------------------ data
-
-    def examples_to_buffer(self, examples: Any) -> Any:
-        """One step of what the replay buffer stores, from the sampler's examples."""
-        fields = {
-            name: example_field(examples, name)
-            for name in ("observation", "action", "reward", "done")
-        }
-        if not self.bootstrap_timelimit:
-            return SamplesToBuffer(**fields)
-        return SamplesToBufferTl(
-            **fields, timeout=_timeout(example_field(examples, "env_info"), "examples")
-        )
-
-    def samples_to_buffer(self, samples: Any) -> Any:
-        """What the replay buffer stores from a ``[T, B]`` batch of samples (numpy)."""
-        fields = dict(
-            observation=samples.env.observation,
-            action=samples.agent.action,
-            reward=samples.env.reward,
-            done=samples.env.done,
-        )
-        if self.bootstrap_timelimit:
-            fields["timeout"] = _timeout(samples.env.env_info, "samples.env")
-            return numpify_buffer(SamplesToBufferTl(**fields))
-        return numpify_buffer(SamplesToBuffer(**fields))
-
     # ------------------------------------------------------------------ training
 
-    def optimize_agent(self, itr: int, samples: Any = None, sampler_itr: int | None = None) -> Any:
-        """Store ``samples`` (when given), then, from ``min_itr_learn`` on, take
-        ``updates_per_optimize`` gradient steps on replayed batches. Returns the OptInfo of
-        lists, empty before learning starts. ``sampler_itr`` replaces ``itr`` (async use)."""
-        itr = itr if sampler_itr is None else sampler_itr
-        buffer = self._replay_buffer
-        if samples is not None:
-            buffer.append_samples(self.samples_to_buffer(samples))
-        opt_info = self.OptInfoCls(*([] for _ in self.OptInfoCls._fields))
-        if itr < self.min_itr_learn:
-            return opt_info
-        for _ in range(self.updates_per_optimize):
-            batch = self._to_device(buffer.sample_batch(self._replay_batch_B()))
-            self._optimizer.zero_grad()
-            loss, td_abs_errors, priorities = self._loss_and_priorities(batch)
-            loss.backward()
-            grad_norm = self._clip_and_step()
-            if self.prioritized_replay:
-                buffer.update_batch_priorities(priorities.clamp(min=_MIN_PRIORITY).cpu().numpy())
-            self._record(opt_info, loss, grad_norm, td_abs_errors, priorities)
-            self.update_counter += 1
-            if self.update_counter % self.target_update_interval == 0:
-                self._agent.update_target(self.target_update_tau)
-        self.update_itr_hyperparams(itr)
-        return opt_info
-
-    def _replay_batch_B(self) -> int:
-        return self.batch_size
+    def _update(self, batch: Any, opt_info: Any) -> None:
+        """One gradient step on a replayed batch; new priorities with prioritized replay
+        (written under the buffer's lock: in async mode the copier appends meanwhile)."""
+        self._optimizer.zero_grad()
+        loss, td_abs_errors, priorities = self._loss_and_priorities(batch)
+        loss.backward()
+        grad_norm = self._clip_and_step()
+        if self.prioritized_replay:
+            self._replay_buffer.update_batch_priorities(
+                priorities.clamp(min=_MIN_PRIORITY).cpu().numpy()
+            )
+        self._record(opt_info, loss, grad_norm, td_abs_errors, priorities)
 
     def _loss_and_priorities(self, batch: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         loss, td_abs_errors = self.loss(batch)
@@ -439,9 +276,6 @@ class DQN:
         """Clip the gradient norm, take an optimizer step; returns the norm before clipping."""
         return float(clip_and_step(self._optimizer, self._params, self.clip_grad_norm))
 
-    def _to_device(self, batch: Any) -> Any:
-        return buffer_to(torchify_buffer(batch), self._agent.device)
-
     # ------------------------------------------------------------------ state
 
     def optim_state_dict(self) -> dict[str, Any]:
@@ -476,48 +310,12 @@ class DQN:
             if self.replay_buffer is not None:
                 self.replay_buffer.set_beta(self.pri_beta)
 
-    def save_replay(self, path: str | os.PathLike[str]) -> None:
-        """Write the replay buffer's whole state to ``path`` (.npz, written atomically)."""
-        self._replay_buffer.save(path)
-
     def load_replay(self, path: str | os.PathLike[str]) -> None:
         """Restore the replay buffer saved by :meth:`save_replay` (same settings)."""
-        self._replay_buffer.load(path)
+        super().load_replay(path)
         if self.prioritized_replay and self.pri_beta is not None:
             self._replay_buffer.set_beta(self.pri_beta)
 
-    # ------------------------------------------------------------------ guards
-
-    @property
-    def _agent(self) -> Any:
-        if self.agent is None:
-            raise RuntimeError(f"{type(self).__name__}.initialize(agent, ...) must be called first")
-        return self.agent
-
     @property
     def _optimizer(self) -> torch.optim.Optimizer:
-        if self.optimizer is None:
-            raise RuntimeError(f"{type(self).__name__}.initialize(agent, ...) must be called first")
-        return self.optimizer
-
-    @property
-    def _replay_buffer(self) -> Any:
-        if self.replay_buffer is None:
-            raise RuntimeError(f"{type(self).__name__}.initialize(agent, ...) must be called first")
-        return self.replay_buffer
-
-
-def _check_positive(name: str, value: Any) -> None:
-    check_number(name, value, 0)
-    if value == 0:
-        raise ValueError(f"{name} must be > 0, got {value!r}")
-
-
-def _timeout(env_info: Any, where: str) -> Any:
-    timeout = getattr(env_info, "timeout", None)
-    if timeout is None:
-        raise ValueError(
-            f"bootstrap_timelimit needs {where}.env_info.timeout (the environment's truncation "
-            f"flag); env_info is {type(env_info).__name__}"
-        )
-    return np.asarray(numpify_buffer(timeout), dtype=bool)
+        return self._require(self.optimizer)

@@ -67,6 +67,8 @@ class PolicyGradientAlgo:
 
     bootstrap_value = True  # the sampler must record samples.agent.bootstrap_value
     opt_info_fields: tuple[str, ...] = OptInfo._fields
+    # The values normalize_advantage may take (PPO adds "minibatch").
+    normalize_advantage_modes: tuple[bool | str, ...] = (False, True)
 
     def __init__(
         self,
@@ -79,7 +81,7 @@ class PolicyGradientAlgo:
         clip_grad_norm: float | None,
         initial_optim_state_dict: dict[str, Any] | None,
         gae_lambda: float,
-        normalize_advantage: bool,
+        normalize_advantage: bool | str,
     ):
         check_number("discount", discount, 0, 1)
         check_number("learning_rate", learning_rate, 0)
@@ -105,7 +107,7 @@ class PolicyGradientAlgo:
         self.clip_grad_norm = clip_grad_norm
         self.initial_optim_state_dict = initial_optim_state_dict
         self.gae_lambda = gae_lambda
-        self.normalize_advantage = bool(normalize_advantage)
+        self.normalize_advantage = self._check_normalize_advantage(normalize_advantage)
         self.agent: PgAgentLike | None = None
         self.optimizer: torch.optim.Optimizer | None = None
         self.update_counter = 0
@@ -177,10 +179,9 @@ class PolicyGradientAlgo:
         when ``samples.env.env_info`` has a ``timeout`` field (a time-out step then gets
         return = its value and is masked out of ``valid``). Steps after a done are masked when
         the sampler does not reset mid-batch or the agent is recurrent (its training pass
-        cannot reset its state mid-sequence). ``normalize_advantage`` standardises the
-        advantages over the valid steps.
+        cannot reset its state mid-sequence; PPO's padded recurrent minibatches can).
+        ``normalize_advantage=True`` standardises the advantages over the valid steps.
         """
-        agent = self._agent
         samples = torchify_buffer(samples)
         reward, done = samples.env.reward, samples.env.done
         value = samples.agent.agent_info.value
@@ -207,15 +208,29 @@ class PolicyGradientAlgo:
             advantage, return_ = generalized_advantage_estimation_tl(
                 reward, value, done, bootstrap_value, self.discount, self.gae_lambda, timeout
             )
-        if not self.mid_batch_reset or agent.recurrent:
+        if self._blank_after_done():
             valid = valid_from_done(done).to(return_.dtype)
         else:
             valid = torch.ones_like(return_)
         if timeout is not None:
             valid = valid * ~timeout.bool()
-        if self.normalize_advantage:
+        if self.normalize_advantage is True:
             advantage = self._normalize(advantage, valid)
         return return_, advantage, valid
+
+    def _blank_after_done(self) -> bool:
+        """Whether the steps after a done are left out of training: the sampler waited to
+        reset, or a recurrent agent's training pass would run on through the reset."""
+        return not self.mid_batch_reset or self._agent.recurrent
+
+    def _check_normalize_advantage(self, value: Any) -> bool | str:
+        if isinstance(value, str) and value in self.normalize_advantage_modes:
+            return value
+        if not isinstance(value, str) and value in (False, True):  # numpy bools and 0 / 1 too
+            return bool(value)
+        raise ValueError(
+            f"normalize_advantage must be one of {self.normalize_advantage_modes}, got {value!r}"
+        )
 
     @staticmethod
     def _normalize(advantage: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:

@@ -11,12 +11,18 @@ from rl_arrays import AgentInputs, buffer_func, buffer_method, namedarraytuple
 
 from ._pg import OptInfo, PolicyGradientAlgo, check_count, check_number
 from ._protocols import PgAgentLike
+from ._trajectories import trajectory_layout
 
 __all__ = ["PPO", "LossInputs", "PpoOptInfo"]
 
-# PPO's diagnostics: OptInfo's plus the mean KL(old || new) and the fraction of valid steps
-# whose likelihood ratio lay outside [1 - ratio_clip, 1 + ratio_clip], per minibatch.
-PpoOptInfo = namedtuple("PpoOptInfo", [*OptInfo._fields, "kl", "clipFraction"])
+# PPO's diagnostics: OptInfo's plus the mean KL(old || new), the fraction of valid steps
+# whose likelihood ratio lay outside [1 - ratio_clip, 1 + ratio_clip], and the learning rate
+# of the step, per minibatch.
+PpoOptInfo = namedtuple("PpoOptInfo", [*OptInfo._fields, "kl", "clipFraction", "learningRate"])
+
+# rsl_rl's adaptive schedule: the factor and the bounds of the learning rate.
+_LR_FACTOR, _MIN_LR, _MAX_LR = 1.5, 1e-5, 1e-2
+_RECURRENT_MINIBATCHES = ("sequence", "padded")
 
 LossInputs = namedarraytuple(
     "LossInputs", ["agent_inputs", "action", "return_", "advantage", "valid", "old_dist_info"]
@@ -29,13 +35,31 @@ class PPO(PolicyGradientAlgo):
 
     Each ``optimize_agent`` makes ``epochs`` passes over the batch in ``minibatches`` random
     minibatches (feed-forward agents: single steps drawn from all ``T * B``; recurrent agents:
-    whole ``[T, B_mb]`` sequences, each from its ``prev_rnn_state`` at the first step).
+    the data of ``B / minibatches`` environments, see ``recurrent_minibatch``).
     With ``linear_lr_schedule`` the learning rate and ``ratio_clip`` both fall linearly, by
     the same factor ``(n_itr - itr) / n_itr`` during iteration ``itr``, reaching 0 after
     ``n_itr`` calls (a ``LambdaLR`` stepped once per ``optimize_agent``).
+
+    Options from rsl_rl (their defaults keep the behaviour above):
+
+    - ``desired_kl``: the learning rate adapts at every step to the minibatch's mean
+      KL(old || new), read from that step's forward pass before the optimizer step: divided
+      by 1.5 (not below 1e-5) when it is above ``2 * desired_kl``, multiplied by 1.5 (not above
+      1e-2) when it is positive and below ``desired_kl / 2``; averaged over processes under
+      torch.distributed, so that they all keep the same rate. Excludes ``linear_lr_schedule``.
+    - ``value_clip``: the value loss is the larger of the squared errors of the new value and
+      of the value kept within ``value_clip`` of the sampled one, ``agent_info.value``.
+    - ``normalize_advantage="minibatch"``: advantages standardised in each minibatch (over
+      its valid steps) rather than over the whole batch (``True``).
+    - ``recurrent_minibatch``: ``"sequence"`` trains whole ``[T, B_mb]`` columns from each
+      environment's ``prev_rnn_state`` at the first step, leaving out the steps after a
+      done; ``"padded"`` cuts the columns at their dones into trajectories, zero state at an
+      episode's start (stored state for those that began before the batch), left-aligned and
+      padded to ``T`` (``split_and_pad_trajectories``), so every step is trained on.
     """
 
     opt_info_fields: tuple[str, ...] = PpoOptInfo._fields
+    normalize_advantage_modes: tuple[bool | str, ...] = (False, True, "minibatch")
 
     def __init__(
         self,
@@ -52,7 +76,10 @@ class PPO(PolicyGradientAlgo):
         epochs: int = 4,
         ratio_clip: float = 0.1,
         linear_lr_schedule: bool = True,
-        normalize_advantage: bool = False,
+        normalize_advantage: bool | str = False,
+        desired_kl: float | None = None,
+        value_clip: float | None = None,
+        recurrent_minibatch: str = "sequence",
     ):
         super().__init__(
             discount=discount,
@@ -69,11 +96,30 @@ class PPO(PolicyGradientAlgo):
         check_count("minibatches", minibatches)
         check_count("epochs", epochs)
         check_number("ratio_clip", ratio_clip, 0)
+        if desired_kl is not None:
+            check_number("desired_kl", desired_kl, 0)
+            if desired_kl == 0:
+                raise ValueError("desired_kl must be positive (or None), got 0")
+            if linear_lr_schedule:
+                raise ValueError(
+                    "desired_kl and linear_lr_schedule=True both set the learning rate: "
+                    "pass linear_lr_schedule=False with desired_kl"
+                )
+        if value_clip is not None:
+            check_number("value_clip", value_clip, 0)
+        if recurrent_minibatch not in _RECURRENT_MINIBATCHES:
+            raise ValueError(
+                f"recurrent_minibatch must be one of {_RECURRENT_MINIBATCHES}, "
+                f"got {recurrent_minibatch!r}"
+            )
         self.minibatches = int(minibatches)
         self.epochs = int(epochs)
         self.ratio_clip = ratio_clip  # the current value; annealed with the learning rate
         self._base_ratio_clip = ratio_clip
         self.linear_lr_schedule = bool(linear_lr_schedule)
+        self.desired_kl = desired_kl
+        self.value_clip = value_clip
+        self.recurrent_minibatch = recurrent_minibatch
         self.lr_scheduler: torch.optim.lr_scheduler.LambdaLR | None = None
 
     def initialize(
@@ -130,11 +176,18 @@ class PPO(PolicyGradientAlgo):
             valid=valid,
             old_dist_info=samples.agent.agent_info.dist_info,
         )
+        old_value = samples.agent.agent_info.value if self.value_clip is not None else None
         init_rnn_state = self._init_rnn_state(samples, recurrent)  # [B, N, H]: sliced over B
-        if not recurrent:  # single steps: one flat batch of T * B, indexed once per minibatch
+        padded = recurrent and self.recurrent_minibatch == "padded"
+        if padded:  # [T, N] trajectories; a minibatch takes those of its environments
+            loss_inputs, old_value, init_rnn_state, counts = self._pad_trajectories(
+                samples.env.done, loss_inputs, old_value, init_rnn_state
+            )
+        elif not recurrent:  # single steps: one flat batch of T * B, indexed once per minibatch
             loss_inputs = buffer_method(loss_inputs, "flatten", 0, 1)
+            old_value = None if old_value is None else old_value.flatten(0, 1)
         n = B if recurrent else T * B
-        losses, grad_norms, steps = [], [], []
+        losses, grad_norms, steps, learning_rates = [], [], [], []
         for _ in range(self.epochs):
             if self.minibatches == 1:  # the whole batch: its loss does not depend on the order
                 splits = [slice(None)]
@@ -142,13 +195,20 @@ class PPO(PolicyGradientAlgo):
                 order = torch.randperm(n, generator=self._generator).to(reward.device)
                 splits = order.tensor_split(self.minibatches)
             for idxs in splits:
-                if recurrent:
-                    minibatch = loss_inputs[:, idxs]
-                    rnn_state = None if init_rnn_state is None else init_rnn_state[idxs]
-                else:
-                    minibatch, rnn_state = loss_inputs[idxs], None
+                if padded and self.minibatches > 1:
+                    idxs = _trajectories_of(idxs, counts)
+                where = (slice(None), idxs) if recurrent else idxs
+                minibatch = loss_inputs[where]
+                mb_old_value = None if old_value is None else old_value[where]
+                rnn_state = None if init_rnn_state is None else init_rnn_state[idxs]
+                if self.normalize_advantage == "minibatch":
+                    advantage = self._normalize(minibatch.advantage, minibatch.valid)
+                    minibatch = minibatch._replace(advantage=advantage)
                 self._optimizer.zero_grad()
-                loss, dist_info, ratio = self.loss(*minibatch, rnn_state)
+                loss, dist_info, ratio = self.loss(*minibatch, rnn_state, old_value=mb_old_value)
+                if self.desired_kl is not None:
+                    self._adapt_learning_rate(minibatch.old_dist_info, dist_info, minibatch.valid)
+                learning_rates.append(self._optimizer.param_groups[0]["lr"])
                 loss.backward()
                 grad_norms.append(self._clip_and_step())
                 losses.append(loss.detach())
@@ -161,6 +221,7 @@ class PPO(PolicyGradientAlgo):
             perplexity=perplexity,
             kl=kl,
             clipFraction=clip_fraction,
+            learningRate=[float(lr) for lr in learning_rates],
         )
         if self.lr_scheduler is not None:
             self.lr_scheduler.step()
@@ -176,6 +237,7 @@ class PPO(PolicyGradientAlgo):
         valid: torch.Tensor,
         old_dist_info: Any,
         init_rnn_state: Any = None,
+        old_value: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, Any, torch.Tensor]:
         """``(loss, dist_info, ratio)`` for one minibatch: the loss with grad, and the new
         distribution parameters and likelihood ratios, detached, for the diagnostics.
@@ -183,8 +245,13 @@ class PPO(PolicyGradientAlgo):
         Policy loss ``-mean(min(ratio * adv, clip(ratio, 1 - eps, 1 + eps) * adv))``, value loss
         ``value_loss_coeff * mean(0.5 * (value - return)^2)``, entropy bonus
         ``-entropy_loss_coeff * mean(entropy)``; means over the valid steps. ``init_rnn_state``
-        (recurrent agents) is batch-first ``[B, N, H]``, as stored in samples.
+        (recurrent agents) is batch-first ``[B, N, H]``, as stored in samples. With
+        ``value_clip``, ``(value - return)^2`` becomes ``max((value - return)^2, (old_value +
+        clip(value - old_value, -value_clip, value_clip) - return)^2)``, ``old_value`` being
+        the value recorded at sampling time.
         """
+        if self.value_clip is not None and old_value is None:
+            raise ValueError("value_clip needs old_value, the values recorded when sampling")
         agent = self._agent
         dist_info, value = self._forward(agent_inputs, init_rnn_state)
         dist = agent.distribution
@@ -193,11 +260,62 @@ class PPO(PolicyGradientAlgo):
         surrogate = torch.min(ratio * advantage, clipped_ratio * advantage)
         # The policy and value losses as one weighted sum over the valid steps: a small
         # network's step costs about as much per operation as per flop.
-        value_error = (0.5 * self.value_loss_coeff) * (value - return_) ** 2
+        squared_error = (value - return_) ** 2
+        if self.value_clip is not None:
+            clipped = old_value + (value - old_value).clamp(-self.value_clip, self.value_clip)
+            squared_error = torch.max(squared_error, (clipped - return_) ** 2)
+        value_error = (0.5 * self.value_loss_coeff) * squared_error
         loss = ((value_error - surrogate) * (valid / valid.sum())).sum()
         if self.entropy_loss_coeff != 0:
             loss = loss - self.entropy_loss_coeff * dist.mean_entropy(dist_info, valid)
         return loss, buffer_method(dist_info, "detach"), ratio.detach()
+
+    @staticmethod
+    def _pad_trajectories(
+        done: torch.Tensor, loss_inputs: Any, old_value: Any, init_rnn_state: Any
+    ) -> tuple[Any, Any, Any, torch.Tensor]:
+        """The batch as ``[T, N]`` trajectories (see ``split_and_pad_trajectories``), each
+        trajectory's initial rnn state, and the number of trajectories of each environment.
+
+        The padding repeats each trajectory's last step, marked not valid, rather than zeros
+        that no loss term should see (a zero probability would make a NaN ratio).
+        """
+        time, env, masks = trajectory_layout(done)
+        valid = loss_inputs.valid[time, env] * masks
+        loss_inputs = loss_inputs[time, env]._replace(valid=valid)
+        old_value = None if old_value is None else old_value[time, env]
+        if init_rnn_state is not None:
+            init_rnn_state = buffer_func(init_rnn_state, _start_states, env[0], time[0] == 0)
+        counts = torch.bincount(env[0], minlength=done.shape[1])
+        return loss_inputs, old_value, init_rnn_state, counts
+
+    @torch.no_grad()
+    def _adapt_learning_rate(self, old_dist_info: Any, dist_info: Any, valid: Any) -> None:
+        """rsl_rl's adaptive schedule: slow down when the policy moved too far from the
+        sampling one, speed up when it barely moved; every process decides on the same KL."""
+        kl = self._agent.distribution.mean_kl(old_dist_info, dist_info, valid)
+        distributed = torch.distributed
+        if distributed.is_available() and distributed.is_initialized():
+            world_size = distributed.get_world_size()
+            if world_size > 1:
+                kl = kl.clone()
+                distributed.all_reduce(kl)
+                kl = kl / world_size
+        kl = float(kl)
+        lr = self._optimizer.param_groups[0]["lr"]
+        if kl > 2.0 * self.desired_kl:
+            lr = max(_MIN_LR, lr / _LR_FACTOR)
+        elif 0.0 < kl < self.desired_kl / 2.0:  # exactly 0: the policy has not moved yet
+            lr = min(_MAX_LR, lr * _LR_FACTOR)
+        for group in self._optimizer.param_groups:
+            group["lr"] = lr
+
+    def _blank_after_done(self) -> bool:
+        """Padded recurrent minibatches restart the state at every episode: nothing after a
+        done needs leaving out unless the sampler waited to reset."""
+        if self._agent.recurrent and self.recurrent_minibatch == "padded":
+            return not self.mid_batch_reset
+        return super()._blank_after_done()
 
     @torch.no_grad()
     def _diagnostics(self, steps: list[tuple[Any, Any, Any, Any]]) -> list[list[float]]:
@@ -228,7 +346,8 @@ class PPO(PolicyGradientAlgo):
 
     def optim_state_dict(self) -> dict[str, Any]:
         """The base's state plus the learning-rate schedule, the current ratio clip and the
-        minibatch generator's state, so a resumed run draws the same minibatches."""
+        minibatch generator's state, so a resumed run draws the same minibatches. The current
+        learning rate (adapted with ``desired_kl``) is in the optimizer's param groups."""
         state = super().optim_state_dict()
         state["ratio_clip"] = self.ratio_clip
         state["generator"] = self._generator.get_state()
@@ -257,6 +376,27 @@ class PPO(PolicyGradientAlgo):
         if self.minibatches > n:
             what = f"B={B} sequences (recurrent agent)" if recurrent else f"T*B={T * B} steps"
             raise ValueError(f"minibatches={self.minibatches} is more than the batch's {what}")
+
+
+def _start_states(state: torch.Tensor, env: torch.Tensor, at_first: torch.Tensor) -> Any:
+    """Each trajectory's initial rnn state, batch-first: its environment's stored state when
+    it began at the batch's first step, zeros when it began after a done (the sampler's
+    agent reset its state there)."""
+    at_first = at_first.view(-1, *[1] * (state.dim() - 1))
+    return torch.where(
+        at_first, state[env], torch.zeros((), dtype=state.dtype, device=state.device)
+    )
+
+
+def _trajectories_of(envs: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
+    """The indices of the trajectories of ``envs``, in their order (``counts``: trajectories
+    per environment, numbered environment by environment)."""
+    first = counts.cumsum(0) - counts
+    n = counts[envs]
+    offset = torch.arange(int(n.sum()), device=envs.device) - torch.repeat_interleave(
+        n.cumsum(0) - n, n
+    )
+    return torch.repeat_interleave(first[envs], n) + offset
 
 
 def _flatten_lead(x: torch.Tensor, lead: int) -> torch.Tensor:

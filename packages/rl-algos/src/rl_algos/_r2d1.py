@@ -28,9 +28,9 @@ from rl_replay import (
     discount_return_n_step,
 )
 
-from ._dqn import DQN, DqnOptInfo, check_agent, example_field, huber_loss
+from ._dqn import DQN, DqnOptInfo, huber_loss
 from ._pg import check_count, check_number
-from ._protocols import R2d1AgentLike
+from ._replay_algo import check_agent, example_field
 from ._returns import valid_from_done
 
 __all__ = ["R2D1", "R2d1OptInfo", "inv_value_rescale", "value_rescale"]
@@ -177,15 +177,15 @@ class R2D1(DQN):
 
     # ------------------------------------------------------------------ set-up
 
-    def initialize(
+    def _setup(
         self,
-        agent: R2d1AgentLike,
+        agent: Any,
         n_itr: int,
         batch_spec: Any,
-        mid_batch_reset: bool = False,
-        examples: Any = None,
-        world_size: int = 1,
-        rank: int = 0,
+        mid_batch_reset: bool,
+        examples: Any,
+        world_size: int,
+        async_: bool,
     ) -> None:
         """As DQN's, after checking that the sampler's batches suit the replay: whole
         rnn-state intervals for prioritized replay, more than ``n_step_return`` steps and
@@ -217,13 +217,14 @@ class R2D1(DQN):
                     "input_priorities needs the agent's Q-values in agent_info.q (or "
                     "input_priorities=False)"
                 )
-        super().initialize(agent, n_itr, batch_spec, mid_batch_reset, examples, world_size, rank)
+        super()._setup(agent, n_itr, batch_spec, mid_batch_reset, examples, world_size, async_)
 
     def _check_agent(self, agent: Any) -> None:
         check_agent(agent, "R2D1", _AGENT_MEMBERS, "R2d1AgentLike")
 
     def _replay_kwargs(self) -> dict[str, Any]:
         kwargs: dict[str, Any] = dict(
+            super()._replay_kwargs(),
             rnn_state_interval=self.store_rnn_state_interval,
             batch_T=self.warmup_T + self.batch_T,
         )

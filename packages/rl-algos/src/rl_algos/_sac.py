@@ -10,8 +10,8 @@ from typing import Any
 import torch
 
 from ._ddpg import _masked_mean, _QpgAlgo, frozen
-from ._dqn import _check_positive, example_field
 from ._pg import check_number
+from ._replay_algo import check_positive, example_field
 
 __all__ = ["SAC", "SacOptInfo"]
 
@@ -115,7 +115,7 @@ class SAC(_QpgAlgo):
         )
         check_number("learning_rate", learning_rate, 0)
         if fixed_alpha is not None:
-            _check_positive("fixed_alpha", fixed_alpha)
+            check_positive("fixed_alpha", fixed_alpha)
         if action_prior not in ("uniform", "gaussian"):
             raise ValueError(f'action_prior must be "uniform" or "gaussian", got {action_prior!r}')
         check_number("reward_scale", reward_scale)
@@ -131,18 +131,18 @@ class SAC(_QpgAlgo):
         self.alpha_optimizer: Any = None
         self.log_alpha: Any = None
 
-    def initialize(
+    def _setup(
         self,
         agent: Any,
         n_itr: int,
         batch_spec: Any,
-        mid_batch_reset: bool = False,
-        examples: Any = None,
-        world_size: int = 1,
-        rank: int = 0,
+        mid_batch_reset: bool,
+        examples: Any,
+        world_size: int,
+        async_: bool,
     ) -> None:
-        """As ``DDPG.initialize``; also sizes the entropy target from the examples' action."""
-        super().initialize(agent, n_itr, batch_spec, mid_batch_reset, examples, world_size, rank)
+        """As ``DDPG``'s; also sizes the entropy target from the examples' action."""
+        super()._setup(agent, n_itr, batch_spec, mid_batch_reset, examples, world_size, async_)
         action_dim = math.prod(torch.as_tensor(example_field(examples, "action")).shape)
         auto = self.target_entropy == "auto"
         self._target_entropy = -float(action_dim) if auto else float(self.target_entropy)

@@ -7,11 +7,19 @@ directory that ``logger_context`` sets up, with checkpoints that ``resume`` cont
 
 from importlib.metadata import version
 
+from ._async_rl import AsyncRl, AsyncRlBase, AsyncRlEval
 from ._checkpoint import atomic_write, companion_path, find_checkpoint, load_checkpoint
 from ._logger import SNAPSHOT_MODES, Logger, logger, logger_context
 from ._minibatch_rl import CHECKPOINT_FORMAT, MinibatchRl, MinibatchRlBase, MinibatchRlEval
 from ._prog_bar import ProgBarCounter
-from ._protocols import AgentProtocol, AlgoProtocol, SamplerProtocol
+from ._protocols import (
+    AgentProtocol,
+    AlgoProtocol,
+    AsyncAgentProtocol,
+    AsyncAlgoProtocol,
+    AsyncSamplerProtocol,
+    SamplerProtocol,
+)
 from ._seed import get_rng_state, make_seed, set_rng_state, set_seed
 from ._sync_rl import SyncRl, SyncRlEval, SyncRlMixin, find_port
 
@@ -22,6 +30,12 @@ __all__ = [
     "SNAPSHOT_MODES",
     "AgentProtocol",
     "AlgoProtocol",
+    "AsyncAgentProtocol",
+    "AsyncAlgoProtocol",
+    "AsyncRl",
+    "AsyncRlBase",
+    "AsyncRlEval",
+    "AsyncSamplerProtocol",
     "Logger",
     "MinibatchRl",
     "MinibatchRlBase",

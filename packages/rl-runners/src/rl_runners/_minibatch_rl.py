@@ -73,6 +73,7 @@ class MinibatchRlBase:
     """
 
     _eval = False
+    _protocols = ""  # which protocols the components must meet ("async": the Async* ones)
 
     def __init__(
         self,
@@ -99,11 +100,12 @@ class MinibatchRlBase:
             ("agent", agent, ("eval_mode",) if self._eval else ()),
             ("sampler", sampler, extra),
         ):
-            missing = missing_methods(role, obj, more)
+            missing = missing_methods(f"{self._protocols} {role}".strip(), obj, more)
             if missing:
+                protocol = f"{self._protocols.capitalize()}{role.capitalize()}Protocol"
                 raise TypeError(
                     f"{role} ({type(obj).__name__}) lacks {', '.join(missing)}; see "
-                    f"rl_runners.{role.capitalize()}Protocol"
+                    f"rl_runners.{protocol}"
                 )
         self.n_steps = _count("n_steps", n_steps)
         self.log_interval_steps = _count("log_interval_steps", log_interval_steps)

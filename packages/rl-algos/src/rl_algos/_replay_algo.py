@@ -1,0 +1,444 @@
+"""What the replay-based algorithms share (DQN, CategoricalDQN, R2D1, DDPG, TD3, SAC): sizing
+the run from the sampler's batch, building the replay buffer, the loop of updates on replayed
+batches, and saving the replay.
+
+Two ways to start, as in rlpyt:
+
+- ``initialize(agent, n_itr, batch_spec, ...)`` (synchronous runners): one process; each
+  ``optimize_agent(itr, samples)`` appends the sampler's batch to the replay buffer, then takes
+  ``round(replay_ratio * sampler batch size / batch_size)`` updates (``updates_per_optimize``).
+- ``async_initialize(agent, sampler_n_itr, batch_spec, ...)`` (the asynchronous runner): returns
+  the replay buffer on shared memory and builds no optimizer. A memory-copier process fills
+  the buffer with ``samples_to_buffer`` (which therefore keeps no state); the optimizer's
+  process calls ``optim_initialize(rank)``, then ``optimize_agent(itr, sampler_itr=...)`` takes
+  ``updates_per_sync`` updates from the replay alone, the runner pacing the calls to keep the
+  replay ratio. The buffer's lock guards every read and write (sampling reads, priority
+  updates and appends write).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any
+
+import numpy as np
+import torch
+
+from rl_arrays import buffer_to, numpify_buffer, torchify_buffer
+from rl_replay import (
+    AsyncPrioritizedReplayBuffer,
+    AsyncPrioritizedReplayFrameBuffer,
+    AsyncPrioritizedSequenceReplayBuffer,
+    AsyncPrioritizedSequenceReplayFrameBuffer,
+    AsyncTlPrioritizedReplayBuffer,
+    AsyncTlUniformReplayBuffer,
+    AsyncUniformReplayBuffer,
+    AsyncUniformReplayFrameBuffer,
+    AsyncUniformSequenceReplayBuffer,
+    AsyncUniformSequenceReplayFrameBuffer,
+    PrioritizedReplayBuffer,
+    PrioritizedReplayFrameBuffer,
+    PrioritizedSequenceReplayBuffer,
+    PrioritizedSequenceReplayFrameBuffer,
+    SamplesToBuffer,
+    SamplesToBufferTl,
+    TlPrioritizedReplayBuffer,
+    TlUniformReplayBuffer,
+    UniformReplayBuffer,
+    UniformReplayFrameBuffer,
+    UniformSequenceReplayBuffer,
+    UniformSequenceReplayFrameBuffer,
+)
+
+from ._pg import check_count, check_number
+
+__all__ = ["ReplayAlgo", "check_agent", "check_positive", "example_field"]
+
+# The shared-memory form of each replay buffer an algorithm builds by default.
+ASYNC_REPLAY = {
+    UniformReplayBuffer: AsyncUniformReplayBuffer,
+    PrioritizedReplayBuffer: AsyncPrioritizedReplayBuffer,
+    UniformReplayFrameBuffer: AsyncUniformReplayFrameBuffer,
+    PrioritizedReplayFrameBuffer: AsyncPrioritizedReplayFrameBuffer,
+    TlUniformReplayBuffer: AsyncTlUniformReplayBuffer,
+    TlPrioritizedReplayBuffer: AsyncTlPrioritizedReplayBuffer,
+    UniformSequenceReplayBuffer: AsyncUniformSequenceReplayBuffer,
+    PrioritizedSequenceReplayBuffer: AsyncPrioritizedSequenceReplayBuffer,
+    UniformSequenceReplayFrameBuffer: AsyncUniformSequenceReplayFrameBuffer,
+    PrioritizedSequenceReplayFrameBuffer: AsyncPrioritizedSequenceReplayFrameBuffer,
+}
+
+
+def check_positive(name: str, value: Any) -> None:
+    check_number(name, value, 0)
+    if value == 0:
+        raise ValueError(f"{name} must be > 0, got {value!r}")
+
+
+def example_field(examples: Any, name: str) -> Any:
+    """``examples[name]`` for the sampler's dict of examples, or the attribute of a namedtuple."""
+    if isinstance(examples, dict):
+        if name not in examples:
+            raise ValueError(f"examples lacks {name!r}; it has {sorted(examples)}")
+        return examples[name]
+    if not hasattr(examples, name):
+        raise ValueError(f"examples lacks {name!r}: expected the sampler's examples")
+    return getattr(examples, name)
+
+
+def check_agent(agent: Any, algo: str, members: tuple[str, ...], protocol: str) -> None:
+    missing = [name for name in members if not hasattr(agent, name)]
+    if missing or not callable(agent):
+        raise TypeError(
+            f"{algo} needs an agent that is callable and has {', '.join(members)} (see "
+            f"rl_algos.{protocol}); missing: {', '.join(missing) or '__call__'}"
+        )
+
+
+def _timeout(env_info: Any, where: str) -> Any:
+    timeout = getattr(env_info, "timeout", None)
+    if timeout is None:
+        raise ValueError(
+            f"bootstrap_timelimit needs {where}.env_info.timeout (the environment's truncation "
+            f"flag); env_info is {type(env_info).__name__}"
+        )
+    return np.asarray(numpify_buffer(timeout), dtype=bool)
+
+
+class ReplayAlgo:
+    """Base of the replay-based algorithms (see the module). Subclasses give the agent check
+    (``agent_members`` / ``_check_agent``), what the agent is told of the schedule
+    (``_tell_agent``), the default replay class, the optimizers (``_make_optimizers``,
+    ``_optimizers``) and one update on a replayed batch (``_update``)."""
+
+    bootstrap_value = False  # the sampler need not record a bootstrap value
+    OptInfoCls: Any
+    opt_info_fields: tuple[str, ...]
+    agent_members: tuple[str, ...] = ()
+    agent_protocol = ""
+
+    def __init__(
+        self,
+        discount: float,
+        batch_size: int,
+        min_steps_learn: int,
+        replay_size: int,
+        replay_ratio: float,
+        target_update_tau: float,
+        target_update_interval: int,
+        n_step_return: int,
+        OptimCls: Any,
+        optim_kwargs: dict[str, Any] | None,
+        initial_optim_state_dict: dict[str, Any] | None,
+        clip_grad_norm: float | None,
+        updates_per_sync: int,
+        bootstrap_timelimit: bool,
+        ReplayBufferCls: Any,
+    ):
+        check_number("discount", discount, 0, 1)
+        check_count("batch_size", batch_size)
+        check_count("min_steps_learn", min_steps_learn, 0)
+        check_count("replay_size", replay_size)
+        check_positive("replay_ratio", replay_ratio)
+        check_positive("target_update_tau", target_update_tau)
+        check_number("target_update_tau", target_update_tau, 0, 1)
+        check_count("target_update_interval", target_update_interval)
+        check_count("n_step_return", n_step_return)
+        if not callable(OptimCls):
+            raise ValueError(f"OptimCls must be an optimizer class, got {OptimCls!r}")
+        if optim_kwargs is not None and not isinstance(optim_kwargs, dict):
+            raise ValueError(f"optim_kwargs must be a dict or None, got {optim_kwargs!r}")
+        if clip_grad_norm is not None:
+            check_number("clip_grad_norm", clip_grad_norm, 0)
+        check_count("updates_per_sync", updates_per_sync)
+        if ReplayBufferCls is not None and not callable(ReplayBufferCls):
+            raise ValueError(
+                f"ReplayBufferCls must be a replay buffer class, got {ReplayBufferCls!r}"
+            )
+        self.discount = discount
+        self.batch_size = int(batch_size)
+        self.min_steps_learn = int(min_steps_learn)
+        self.replay_size = int(replay_size)
+        self.replay_ratio = replay_ratio
+        self.target_update_tau = target_update_tau
+        self.target_update_interval = int(target_update_interval)
+        self.n_step_return = int(n_step_return)
+        self.OptimCls = OptimCls
+        if optim_kwargs is None and OptimCls in (torch.optim.Adam, torch.optim.AdamW):
+            optim_kwargs = self._default_adam_kwargs()
+        self.optim_kwargs = dict(optim_kwargs or {})
+        self.initial_optim_state_dict = initial_optim_state_dict
+        self.clip_grad_norm = clip_grad_norm
+        self.updates_per_sync = int(updates_per_sync)
+        self.bootstrap_timelimit = bool(bootstrap_timelimit)
+        self.ReplayBufferCls = ReplayBufferCls
+        self.agent: Any = None
+        self.replay_buffer: Any = None
+        self.update_counter = 0
+        self.async_ = False  # set by async_initialize: optimize_agent may then get no samples
+
+    def _default_adam_kwargs(self) -> dict[str, Any]:
+        return {"fused": True}  # one kernel for every parameter where the default loops
+
+    # ------------------------------------------------------------------ set-up
+
+    def initialize(
+        self,
+        agent: Any,
+        n_itr: int,
+        batch_spec: Any,
+        mid_batch_reset: bool = False,
+        examples: Any = None,
+        world_size: int = 1,
+        rank: int = 0,
+    ) -> None:
+        """Keep the agent, size the run from ``batch_spec`` (``updates_per_optimize``,
+        ``min_itr_learn``, told to the agent), build the replay buffer from ``examples`` (one
+        step of each field, as the sampler returns them) and the optimizers.
+
+        ``mid_batch_reset=False`` is accepted, but a wait-reset sampler's blank steps after a
+        done are then replayed as terminal transitions with zero reward (as in rlpyt).
+        """
+        check_count("rank", rank, 0)
+        self._setup(agent, n_itr, batch_spec, mid_batch_reset, examples, world_size, False)
+        self.updates_per_optimize = max(
+            1, round(self.replay_ratio * self.sampler_bs / self.batch_size)
+        )
+        self.optim_initialize(rank)
+
+    def async_initialize(
+        self,
+        agent: Any,
+        sampler_n_itr: int,
+        batch_spec: Any,
+        mid_batch_reset: bool,
+        examples: Any,
+        world_size: int = 1,
+    ) -> Any:
+        """For the asynchronous runner, in the training process before its other processes
+        start: as ``initialize`` but with the replay buffer on shared memory (an ``Async*``
+        buffer, returned for the memory copier) and no optimizer yet (``optim_initialize``).
+        Each ``optimize_agent`` then takes ``updates_per_sync`` updates."""
+        self._setup(agent, sampler_n_itr, batch_spec, mid_batch_reset, examples, world_size, True)
+        self.updates_per_optimize = self.updates_per_sync
+        return self.replay_buffer
+
+    def _setup(
+        self,
+        agent: Any,
+        n_itr: int,
+        batch_spec: Any,
+        mid_batch_reset: bool,
+        examples: Any,
+        world_size: int,
+        async_: bool,
+    ) -> None:
+        """What both initializations do: checks, sizes, the agent's schedule, the replay."""
+        self._check_agent(agent)
+        check_count("sampler_n_itr" if async_ else "n_itr", n_itr)
+        check_count("world_size", world_size)
+        T, B = getattr(batch_spec, "T", None), getattr(batch_spec, "B", None)
+        check_count("batch_spec.T", T)
+        check_count("batch_spec.B", B)
+        if examples is None:
+            raise ValueError(
+                "examples is needed to build the replay buffer (the sampler returns it)"
+            )
+        self.agent = agent
+        self.n_itr = int(n_itr)
+        self.batch_spec = batch_spec
+        self.mid_batch_reset = bool(mid_batch_reset)
+        self.world_size = int(world_size)
+        self.async_ = async_
+        self.sampler_bs = T * B
+        self.min_itr_learn = self.min_steps_learn // self.sampler_bs
+        self._tell_agent(agent)
+        self.initialize_replay_buffer(examples, batch_spec, async_=async_)
+        self._check_learning_start(T)
+
+    def _check_agent(self, agent: Any) -> None:
+        check_agent(agent, type(self).__name__, self.agent_members, self.agent_protocol)
+
+    def _tell_agent(self, agent: Any) -> None:
+        """Give the agent what it schedules by sampler iteration (e.g. ``min_itr_learn``)."""
+        raise NotImplementedError
+
+    def optim_initialize(self, rank: int = 0) -> None:
+        """Build the optimizers (in the optimizer's process, for the asynchronous runner)
+        and load ``initial_optim_state_dict`` when given."""
+        check_count("rank", rank, 0)
+        self._agent  # noqa: B018 (raises unless initialized)
+        self.rank = int(rank)
+        self._make_optimizers()
+        if self.initial_optim_state_dict is not None:
+            self.load_optim_state_dict(self.initial_optim_state_dict)
+
+    def _make_optimizers(self) -> None:
+        raise NotImplementedError
+
+    def _optimizers(self) -> dict[str, torch.optim.Optimizer]:
+        """The optimizers by their name in ``optim_state_dict``."""
+        raise NotImplementedError
+
+    def initialize_replay_buffer(
+        self, examples: Any, batch_spec: Any, async_: bool = False
+    ) -> None:
+        """The replay buffer, sized ``replay_size`` over ``batch_spec.B`` environments, seeded
+        from torch's generator (so a seeded run replays the same batches); with ``async_`` on
+        shared memory (``ReplayBufferCls``, when given, must then be an ``Async*`` class)."""
+        kwargs: dict[str, Any] = dict(
+            example=numpify_buffer(self.examples_to_buffer(examples)),
+            size=self.replay_size,
+            B=batch_spec.B,
+            discount=self.discount,
+            n_step_return=self.n_step_return,
+            seed=int(torch.randint(2**62, ())),
+            **self._replay_kwargs(),
+        )
+        ReplayCls = self.ReplayBufferCls
+        if ReplayCls is None:
+            ReplayCls = self._default_replay_cls()
+            ReplayCls = ASYNC_REPLAY[ReplayCls] if async_ else ReplayCls
+        elif async_ and not getattr(ReplayCls, "shared_memory", False):
+            raise ValueError(
+                f"async_initialize needs a replay buffer on shared memory, which the memory "
+                f"copier process fills: ReplayBufferCls={ReplayCls.__name__} is not one (use "
+                "an rl_replay Async* class)"
+            )
+        self.replay_buffer = ReplayCls(**kwargs)
+
+    def _replay_kwargs(self) -> dict[str, Any]:
+        return {}
+
+    def _default_replay_cls(self) -> Any:
+        raise NotImplementedError
+
+    def _steps_to_first_batch(self) -> int:
+        """Steps per environment the replay buffer needs before it can give a batch."""
+        buffer, B = self.replay_buffer, self.batch_spec.B
+        off_forward = getattr(buffer, "off_forward", 1)
+        return off_forward + self.n_step_return + math.ceil(self.batch_size / B)
+
+    def _check_learning_start(self, T: int) -> None:
+        needed = self._steps_to_first_batch()
+        have = (self.min_itr_learn + 1) * T
+        if have < needed:
+            raise ValueError(
+                f"min_steps_learn={self.min_steps_learn} starts learning at iteration "
+                f"{self.min_itr_learn}, when the replay buffer holds {have} steps per "
+                f"environment, but it needs {needed} to sample a first batch: make "
+                f"min_steps_learn at least {(math.ceil(needed / T) - 1) * self.sampler_bs}"
+            )
+
+    # ------------------------------------------------------------------ data
+
+    def examples_to_buffer(self, examples: Any) -> Any:
+        """One step of what the replay buffer stores, from the sampler's examples."""
+        fields = {
+            name: example_field(examples, name)
+            for name in ("observation", "action", "reward", "done")
+        }
+        if not self.bootstrap_timelimit:
+            return SamplesToBuffer(**fields)
+        return SamplesToBufferTl(
+            **fields, timeout=_timeout(example_field(examples, "env_info"), "examples")
+        )
+
+    def samples_to_buffer(self, samples: Any) -> Any:
+        """What the replay buffer stores from a ``[T, B]`` batch of samples (numpy). Reads
+        only the samples and the settings: in async mode it runs in the memory copier."""
+        fields = dict(
+            observation=samples.env.observation,
+            action=samples.agent.action,
+            reward=samples.env.reward,
+            done=samples.env.done,
+        )
+        if self.bootstrap_timelimit:
+            fields["timeout"] = _timeout(samples.env.env_info, "samples.env")
+            return numpify_buffer(SamplesToBufferTl(**fields))
+        return numpify_buffer(SamplesToBuffer(**fields))
+
+    # ------------------------------------------------------------------ training
+
+    def optimize_agent(self, itr: int, samples: Any = None, sampler_itr: int | None = None) -> Any:
+        """Store ``samples`` (when given), then, from sampler iteration ``min_itr_learn`` on,
+        take ``updates_per_optimize`` updates on replayed batches. Returns the OptInfo of
+        lists, empty before learning starts.
+
+        ``sampler_itr`` (async use) is the sampler's iteration, which the learning start and
+        the schedules count in, ``itr`` being then the optimizer's; ``samples=None`` (train
+        from the replay alone) needs ``async_initialize``.
+        """
+        buffer = self._replay_buffer
+        if samples is None and not self.async_:
+            raise ValueError(
+                f"{type(self).__name__}.optimize_agent(itr, samples=None) trains from the "
+                "replay buffer alone, as the asynchronous runner does after async_initialize; "
+                "after initialize, pass the sampler's samples"
+            )
+        itr = itr if sampler_itr is None else sampler_itr
+        if samples is not None:
+            buffer.append_samples(self.samples_to_buffer(samples))
+        opt_info = self.OptInfoCls(*([] for _ in self.OptInfoCls._fields))
+        if itr < self.min_itr_learn:
+            return opt_info
+        self._optimizers()  # (raises unless optim_initialize ran)
+        for _ in range(self.updates_per_optimize):
+            batch = self._to_device(buffer.sample_batch(self._replay_batch_B()))
+            self.update_counter += 1
+            self._update(batch, opt_info)
+            if self.update_counter % self.target_update_interval == 0:
+                self._agent.update_target(self.target_update_tau)
+        self.update_itr_hyperparams(itr)
+        return opt_info
+
+    def _update(self, samples: Any, opt_info: Any) -> None:
+        """One update on a replayed batch, recorded in ``opt_info``."""
+        raise NotImplementedError
+
+    def _replay_batch_B(self) -> int:
+        return self.batch_size
+
+    def _to_device(self, batch: Any) -> Any:
+        return buffer_to(torchify_buffer(batch), self._device)
+
+    def update_itr_hyperparams(self, itr: int) -> None:
+        """Schedules by sampler iteration (none here)."""
+
+    # ------------------------------------------------------------------ state
+
+    def save_replay(self, path: str | os.PathLike[str]) -> None:
+        """Write the replay buffer's whole state to ``path`` (.npz, written atomically)."""
+        self._replay_buffer.save(path)
+
+    def load_replay(self, path: str | os.PathLike[str]) -> None:
+        """Restore the replay buffer saved by :meth:`save_replay` (same settings)."""
+        self._replay_buffer.load(path)
+
+    # ------------------------------------------------------------------ guards
+
+    def _require(self, value: Any) -> Any:
+        if value is None:
+            name = type(self).__name__
+            if self.agent is None:
+                raise RuntimeError(
+                    f"{name}.initialize(agent, ...) (or async_initialize) must be called first"
+                )
+            raise RuntimeError(
+                f"{name}.optim_initialize() must be called first: async_initialize() builds "
+                "no optimizer (call it in the optimizer's process)"
+            )
+        return value
+
+    @property
+    def _agent(self) -> Any:
+        return self._require(self.agent)
+
+    @property
+    def _device(self) -> torch.device:
+        return self._agent.device
+
+    @property
+    def _replay_buffer(self) -> Any:
+        return self._require(self.replay_buffer)

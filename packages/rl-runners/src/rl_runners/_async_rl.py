@@ -1,0 +1,629 @@
+"""Asynchronous runners: sampling and optimization at the same time, in separate processes
+(rlpyt's ``AsyncRl``), e.g. the CPUs busy stepping environments while a GPU trains.
+
+Processes:
+
+- the sampler's process, started with the sampler object as an argument:
+  ``sampler.initialize(affinity)``, then ``obtain_samples(itr, db_idx)`` into the two halves
+  of the double buffer in turn (which first copies in the newest trained parameters); with
+  ``AsyncRlEval`` also ``evaluate_agent`` at each log interval. It may start workers of its
+  own, so it is not a daemon;
+- one memory copier, which moves each written half into the algorithm's replay buffer with
+  ``algo.samples_to_buffer`` (the buffer's ``append_samples`` takes its write lock). One,
+  where rlpyt had two: the batches then reach the replay in sampling order, which n-step
+  returns, frame histories and stored rnn states rely on, and copying is cheap beside
+  sampling;
+- the optimizer, in this (main) process: ``algo.optimize_agent(itr, sampler_itr=...)`` from
+  the replay alone, ``agent.send_shared_memory()`` after each call; it alone logs.
+
+Synchronization: per half two semaphores: the sampler releases ``ready[i]`` once half i is
+written, the copier ``copied[i]`` once it is in the replay, and the sampler takes
+``copied[i]`` before writing half i again, so no half is overwritten before it is copied.
+Counters (batches copied, the optimizer's throttle point, a quit flag) are on shared
+memory; trajectory infos and evaluations come back through a queue, a child's traceback
+through another. Nothing waits without a timeout: the main process notices a failed or dead
+child within a fraction of a second and raises its traceback (a watchdog interrupts it if
+it is stuck, e.g. on a lock the dead child held), every child polls the quit flag, and a
+child dies with the main process (``PR_SET_PDEATHSIG`` on Linux).
+
+Pacing (the replay ratio): the optimizer may make its next call once ``updates * batch_size
+<= replay_ratio * samples`` holds for the samples copied since learning began (rlpyt's
+throttle), so it never trains faster than ``replay_ratio``. rlpyt let the sampler run at
+full speed, making the ratio only an upper bound; here the sampler also waits when it is
+more than ``max_sampler_lead`` iterations ahead of the samples the optimizer has trained on,
+so the measured ratio holds the setting whichever side is slower, and the policy acting
+stays close to the one trained. Each row is written once the optimizer has trained on the
+row's samples (``AsyncRlEval`` evaluates then too), so rows are those of the synchronous
+runners: one per ``log_interval_steps`` of sampling.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import multiprocessing as mp
+import os
+import queue
+import signal
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import psutil
+import torch.multiprocessing  # noqa: F401  (registers the pickling of shared tensors)
+
+from rl_arrays import np_mp_array
+
+from ._logger import logger
+from ._minibatch_rl import MinibatchRl, MinibatchRlBase, MinibatchRlEval, _count
+from ._seed import make_seed, set_seed
+
+__all__ = ["AsyncRl", "AsyncRlBase", "AsyncRlEval"]
+
+# Slots of the shared state array.
+_QUIT, _COPIED, _THROTTLE = range(3)
+_POLL_S = 0.001  # waiting steps of the optimizer and the sampler
+_CHECK_S = 0.1  # how often the main process looks at its children while it waits
+_JOIN_S = 15.0  # for children to end by themselves (a parallel sampler joins its workers)
+_WATCHDOG_S = 3.0  # a child died and the main process has not noticed: it is stuck
+
+
+class _Control:
+    """What the processes share (passed to the children at their start)."""
+
+    def __init__(self, ctx: Any):
+        self.state = np_mp_array(3, np.float64)
+        self.ready = [ctx.Semaphore(0), ctx.Semaphore(0)]
+        self.copied = [ctx.Semaphore(1), ctx.Semaphore(1)]
+        # sampler -> main: ("train", itr, traj_infos) and ("eval", n_batches, infos, seconds)
+        self.messages = ctx.Queue()
+        self.errors = ctx.Queue()  # child -> main: (process name, traceback)
+
+    @property
+    def quit(self) -> bool:
+        return bool(self.state[_QUIT])
+
+
+# ------------------------------------------------------------------ the child processes
+
+
+def _enter_child(main_pid: int) -> None:
+    """Ctrl-C is the main process's to handle (it ends the children); die with it."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    if not psutil.pid_exists(main_pid):  # it died before we could ask to follow it
+        os._exit(1)
+
+
+def _wait_for(ctrl: _Control, ready: Callable[[], bool]) -> bool:
+    """Poll until ``ready()``; False when told to quit first."""
+    while not ready():
+        if ctrl.quit:
+            return False
+        time.sleep(_POLL_S)
+    return True
+
+
+def _acquire(ctrl: _Control, semaphore: Any) -> bool:
+    while not semaphore.acquire(timeout=0.05):
+        if ctrl.quit:
+            return False
+    return True
+
+
+def run_async_sampler(
+    sampler: Any,
+    affinity: Mapping[str, Any],
+    ctrl: _Control,
+    n_itr: int,
+    main_pid: int,
+    max_lead: int,
+    eval_interval: int | None,
+    min_itr_learn: int,
+) -> None:
+    """The sampler's process: ``n_itr`` batches into the halves of the double buffer in turn,
+    each once the copier has freed it and the sampler is at most ``max_lead`` iterations
+    ahead of the optimizer; with ``eval_interval`` an evaluation before the first batch and
+    after every ``eval_interval`` batches, once the optimizer has trained on them."""
+    _enter_child(main_pid)
+    try:
+        sampler.initialize(affinity)
+        try:
+            if eval_interval is not None:
+                _evaluate(sampler, ctrl, 0, min_itr_learn)
+            for itr in range(n_itr):
+                if not _wait_for(ctrl, lambda i=itr: i < ctrl.state[_THROTTLE] + max_lead):
+                    return
+                db_idx = itr % 2
+                if not _acquire(ctrl, ctrl.copied[db_idx]):
+                    return
+                traj_infos = list(sampler.obtain_samples(itr, db_idx))
+                ctrl.messages.put(("train", itr, traj_infos))
+                ctrl.ready[db_idx].release()
+                if eval_interval is not None and (itr + 1) % eval_interval == 0:
+                    if not _wait_for(ctrl, lambda i=itr: ctrl.state[_THROTTLE] >= i + 1):
+                        return
+                    _evaluate(sampler, ctrl, itr + 1, min_itr_learn)
+        finally:
+            sampler.shutdown()
+    except BaseException:
+        ctrl.errors.put(("sampler", traceback.format_exc()))
+        raise
+
+
+def _evaluate(sampler: Any, ctrl: _Control, n_batches: int, min_itr_learn: int) -> None:
+    """An evaluation after ``n_batches`` batches (skipped before the learning starts, as
+    ``MinibatchRlEval`` does), sent to the main process."""
+    itr = max(n_batches - 1, 0)
+    infos: list[Any] = []
+    start = time.time()
+    if itr == 0 or itr >= min_itr_learn - 1:
+        infos = list(sampler.evaluate_agent(itr))
+    ctrl.messages.put(("eval", n_batches, infos, time.time() - start))
+
+
+def memory_copier(
+    sample_buffers: Sequence[Any],
+    samples_to_buffer: Callable[[Any], Any],
+    replay_buffer: Any,
+    ctrl: _Control,
+    n_itr: int,
+    main_pid: int,
+) -> None:
+    """The memory copier's process: each written half of the double buffer, in order, into
+    the replay buffer (whose ``append_samples`` holds its write lock), then freed."""
+    _enter_child(main_pid)
+    try:
+        import torch
+
+        torch.set_num_threads(1)  # (samples_to_buffer may compute, e.g. input priorities)
+        for itr in range(n_itr):
+            db_idx = itr % 2
+            if not _acquire(ctrl, ctrl.ready[db_idx]):
+                return
+            replay_buffer.append_samples(samples_to_buffer(sample_buffers[db_idx]))
+            ctrl.state[_COPIED] = itr + 1
+            ctrl.copied[db_idx].release()
+    except BaseException:
+        ctrl.errors.put(("memory copier", traceback.format_exc()))
+        raise
+
+
+# ------------------------------------------------------------------ the runners
+
+
+def _split_affinity(affinity: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(sampler's, optimizer's)`` from ``{"sampler": {...}, "optimizer": [{...}]}`` (what
+    ``rl_launch.affinity_from_code`` gives with ``async_sample``) or None."""
+    if affinity is None:
+        return {}, {}
+    shape = 'a dict {"sampler": {...}, "optimizer": [{...}]} (rl_launch\'s async affinity) or None'
+    if not isinstance(affinity, Mapping) or not set(affinity) <= {"sampler", "optimizer"}:
+        raise ValueError(f"affinity must be {shape}, got {affinity!r}")
+    sampler = affinity.get("sampler") or {}
+    optimizer = affinity.get("optimizer") or [{}]
+    if isinstance(optimizer, Mapping):
+        optimizer = [optimizer]
+    if not isinstance(sampler, Mapping) or not all(isinstance(o, Mapping) for o in optimizer):
+        raise ValueError(f"affinity must be {shape}, got {affinity!r}")
+    if len(optimizer) != 1:
+        raise ValueError(
+            f"affinity['optimizer'] lists {len(optimizer)} optimizer processes; the async "
+            "runners train in one (no multi-GPU DistributedDataParallel): give one entry"
+        )
+    return dict(sampler), dict(optimizer[0])
+
+
+class AsyncRlBase(MinibatchRlBase):
+    """Runs the sampler and the optimizer asynchronously (see the module for the processes,
+    the synchronization and the pacing); the algorithm must keep its replay buffer on shared
+    memory (``async_initialize``), the sampler be an asynchronous one.
+
+    Arguments as ``MinibatchRlBase``'s, ``n_steps`` counting sampler steps. ``affinity``:
+    ``{"sampler": {...}, "optimizer": [{...}]}`` (``rl_launch``'s ``encode_affinity(
+    async_sample=True)``), the sampler's part given to ``sampler.initialize``, the
+    optimizer's (``master_cpus``, ``master_torch_threads``, ``cuda_idx``) used here; one
+    optimizer only. ``max_sampler_lead``: how many iterations the sampler may run ahead of
+    the samples the optimizer has trained on (at least 1). ``start_method``: how the
+    children start ("fork", "forkserver", "spawn"); None takes the platform's default,
+    except fork when this process already runs several threads (a forked child can then
+    deadlock): spawn. With spawn or forkserver the sampler (its environment class, its
+    agent) and the algorithm must pickle.
+
+    Rows and snapshots come at each log interval of sampler iterations, with the usual
+    columns (``CumSteps`` counts sampler steps, ``ReplayRatio`` is measured) and
+    ``OptThrottle``: the seconds the optimizer waited in the interval. ``resume`` is not
+    supported.
+    """
+
+    _protocols = "async"
+
+    def __init__(
+        self,
+        algo: Any,
+        agent: Any,
+        sampler: Any,
+        n_steps: int | float,
+        seed: int | None = None,
+        affinity: Mapping[str, Any] | None = None,
+        log_interval_steps: int | float = 1e5,
+        checkpoint_replay: bool = False,
+        max_sampler_lead: int = 2,
+        start_method: str | None = None,
+        **kwargs: Any,
+    ):
+        sampler_affinity, optimizer_affinity = _split_affinity(affinity)
+        self.max_sampler_lead = _count("max_sampler_lead", max_sampler_lead)
+        if start_method is not None and start_method not in mp.get_all_start_methods():
+            raise ValueError(
+                f"start_method must be None or one of {mp.get_all_start_methods()}, got "
+                f"{start_method!r}"
+            )
+        self.start_method = start_method
+        super().__init__(
+            algo,
+            agent,
+            sampler,
+            n_steps,
+            seed=seed,
+            affinity=optimizer_affinity,
+            log_interval_steps=log_interval_steps,
+            checkpoint_replay=checkpoint_replay,
+            **kwargs,
+        )
+        ratio = algo.replay_ratio
+        if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not ratio > 0:
+            raise ValueError(f"algo.replay_ratio must be a number > 0, got {ratio!r}")
+        if self._eval and getattr(sampler, "eval_n_envs", 1) == 0:
+            raise ValueError(f"{type(self).__name__} evaluates: the sampler needs eval_n_envs > 0")
+        self.sampler_affinity = sampler_affinity
+        self._ctrl: _Control | None = None
+        self._processes: list[Any] = []
+        self._watchdog_stop = threading.Event()
+        self._watchdog: threading.Thread | None = None
+
+    def resume(self, path: str | os.PathLike) -> None:
+        raise NotImplementedError(
+            f"{type(self).__name__} cannot resume a run (the sampler's and the replay's state "
+            "live in other processes): start a new one, e.g. from a snapshot's agent_state_dict"
+        )
+
+    def get_n_itr(self) -> int:
+        logger.log(f"Running {self.n_itr} sampler iterations of asynchronous RL.")
+        return self.n_itr
+
+    def start_method_used(self) -> str:
+        """The start method the children get (see the class)."""
+        if self.start_method is not None:
+            return self.start_method
+        method = mp.get_start_method(allow_none=True) or mp.get_all_start_methods()[0]
+        if method == "fork" and psutil.Process().num_threads() > 1:
+            return "spawn"
+        return method
+
+    # ----------------------------------------------------------- startup
+
+    def startup(self) -> int:
+        """Seed, ``sampler.async_initialize`` (the agent and the double buffer on shared
+        memory), ``algo.async_initialize`` (the replay buffer on shared memory), start the
+        memory copier and the sampler's process, then prepare the optimizer here: the agent
+        to its device, ``algo.optim_initialize``, the pacing."""
+        if self.seed is None:
+            self.seed = make_seed()
+        set_seed(self.seed)
+        double_buffer, examples = self.sampler.async_initialize(
+            self.agent,
+            bootstrap_value=getattr(self.algo, "bootstrap_value", False),
+            traj_info_kwargs=self.get_traj_info_kwargs(),
+            seed=self.seed,
+        )
+        n_itr = self.get_n_itr()
+        replay_buffer = self.algo.async_initialize(
+            self.agent,
+            sampler_n_itr=n_itr,
+            batch_spec=self.sampler.batch_spec,
+            mid_batch_reset=self._mid_batch_reset(),
+            examples=examples,
+            world_size=1,
+        )
+        self.min_itr_learn = int(getattr(self.algo, "min_itr_learn", 0))
+        updates = getattr(self.algo, "updates_per_optimize", 1)
+        # Sampler iterations of data each optimize_agent call consumes at the replay ratio.
+        self._itrs_per_call = (
+            updates * self._algo_batch_size() / (self.algo.replay_ratio * self.itr_batch_size)
+        )
+        self._opt_calls = 0
+        self._launch(double_buffer, replay_buffer, n_itr)
+        # Only now: children inherit the CPU affinity, and CUDA must not precede a fork.
+        self._set_affinity()
+        self.agent.to_device(self.affinity.get("cuda_idx"))
+        self.algo.optim_initialize(rank=0)
+        self.agent.train_mode(0)
+        self.initialize_logging()
+        return n_itr
+
+    def _launch(self, double_buffer: Any, replay_buffer: Any, n_itr: int) -> None:
+        method = self.start_method_used()
+        logger.log(f"Starting the sampler's process and the memory copier ({method}).")
+        ctx = mp.get_context(method)
+        self._ctrl = ctrl = _Control(ctx)
+        ctrl.state[_THROTTLE] = self._throttle_point()
+        main_pid = os.getpid()
+        copier = ctx.Process(
+            target=memory_copier,
+            name="memory copier",
+            args=(double_buffer, self.algo.samples_to_buffer, replay_buffer, ctrl, n_itr, main_pid),
+            daemon=True,
+        )
+        sampler = ctx.Process(  # not a daemon: a parallel sampler starts workers
+            target=run_async_sampler,
+            name="sampler",
+            args=(
+                self.sampler,
+                self.sampler_affinity,
+                ctrl,
+                n_itr,
+                main_pid,
+                self.max_sampler_lead,
+                self.log_interval_itrs if self._eval else None,
+                self.min_itr_learn,
+            ),
+        )
+        for process in (copier, sampler):
+            process.start()
+            self._processes.append(process)
+        self._start_watchdog()
+
+    def initialize_logging(self) -> None:
+        super().initialize_logging()
+        self._next_row = self.log_interval_itrs  # sampler iterations the next row covers
+        self._received = 0  # trajectory-info messages received (one per batch, in order)
+        self._pending: list[tuple[int, list[Any]]] = []  # those of batches past the next row
+        self._eval_result: tuple[int, list[Any], float] | None = None
+        self._throttle_time = 0.0
+        self._last_check = 0.0
+        self._finished = False
+
+    # --------------------------------------------------------- the loop
+
+    def _run(self, resume: Any) -> None:
+        """Startup, then optimize and log until the sampler's last row; the children end
+        however it ends. A child's failure raises RuntimeError with its traceback."""
+        completed = False
+        try:
+            self.startup()
+            self._before_training()
+            while not self._finished:
+                self._step()
+            completed = True
+        except KeyboardInterrupt:
+            failure = self._failure() if self._watchdog_fired else None
+            if failure is not None:  # (the watchdog's interrupt: the main process was stuck)
+                raise RuntimeError(failure) from None
+            logger.log(f"Interrupted after {self._done_itrs()} sampler iterations.")
+            raise
+        finally:
+            self._shutdown(completed)
+
+    def _step(self) -> None:
+        """One turn of the main loop: take the children's news, write a row when one is
+        due, else one optimize call when the pacing and the rows allow, else wait a little."""
+        self._poll()
+        if self._eval:
+            if self._eval_result is not None:
+                n_batches = self._eval_result[0]
+                self._write_row(n_batches)
+                self._finished = n_batches >= self.n_itr or self._reached_stop_return
+                return
+        elif self._row_due():
+            self._write_row(self._next_row)
+            self._finished = self._next_itr >= self.n_itr
+            return
+        copied = int(self._ctrl.state[_COPIED])
+        # The next row's batches trained on: no more updates until that row is written, so
+        # that each row counts exactly its own.
+        row_pending = self._throttle_point() >= self._next_row
+        if copied >= self._throttle_point() and not row_pending:
+            self._optimize(copied)
+        else:
+            time.sleep(_POLL_S)
+            self._throttle_time += _POLL_S
+
+    def _throttle_point(self) -> float:
+        """Batches copied the next optimize call needs: learning starts once
+        ``min_itr_learn + 1`` are in the replay, each call then consumes its share."""
+        return self.min_itr_learn + 1 + self._opt_calls * self._itrs_per_call
+
+    def _optimize(self, copied: int) -> None:
+        opt_info = self.algo.optimize_agent(self._opt_calls, sampler_itr=copied - 1)
+        self._opt_calls += 1
+        self.agent.send_shared_memory()
+        self._ctrl.state[_THROTTLE] = self._throttle_point()
+        self.store_diagnostics(max(self._received - 1, 0), [], opt_info)
+
+    def _row_due(self) -> bool:
+        """(online rows) The row's batches are copied, trained on and their infos in."""
+        b = self._next_row
+        return (
+            int(self._ctrl.state[_COPIED]) >= b
+            and self._throttle_point() >= b
+            and self._received >= b
+        )
+
+    def _write_row(self, n_batches: int) -> None:
+        """The row (and snapshot) after ``n_batches`` sampler iterations."""
+        itr = max(n_batches - 1, 0)
+        self._next_itr = n_batches
+        logger.set_iteration(itr)
+        with logger.prefix(f"itr #{itr} "):
+            self._log_interval(itr)
+        self._next_row = n_batches + self.log_interval_itrs
+        pending, self._pending = self._pending, []
+        for itr_, infos in pending:
+            self._store_infos(itr_, infos)
+
+    def _store_infos(self, itr: int, infos: list[Any]) -> None:
+        """Trajectory infos go to the row of their batch (those past it wait)."""
+        if itr < self._next_row:
+            self.store_diagnostics(itr, infos, None)
+        else:
+            self._pending.append((itr, infos))
+
+    def evaluate_agent(self, itr: int) -> tuple[list[Any], float]:
+        """(``AsyncRlEval``) The sampler's process evaluates; here its result is taken."""
+        self.pbar.stop()
+        while self._eval_result is None:
+            self._poll()
+            if self._eval_result is None:
+                time.sleep(_POLL_S)
+        _, infos, seconds = self._eval_result
+        self._eval_result = None
+        return infos, seconds
+
+    def _poll(self) -> None:
+        """Take the sampler's messages (trajectory infos; an evaluation stops the reading,
+        so that its row comes first) and, every ``_CHECK_S``, check the children."""
+        ctrl = self._ctrl
+        while self._eval_result is None:
+            try:
+                message = ctrl.messages.get_nowait()
+            except queue.Empty:
+                break
+            if message[0] == "train":
+                self._received += 1
+                self._store_infos(message[1], message[2])
+            else:
+                self._eval_result = message[1:]
+        now = time.monotonic()
+        if now - self._last_check >= _CHECK_S:
+            self._last_check = now
+            failure = self._failure()
+            if failure is not None:
+                self._watchdog_stop.set()
+                raise RuntimeError(failure)
+
+    def _failure(self) -> str | None:
+        """What went wrong in a child, if anything: its traceback, or how it died."""
+        try:
+            name, trace = self._ctrl.errors.get_nowait()
+        except queue.Empty:
+            dead = [p for p in self._processes if p.exitcode not in (None, 0)]
+            if not dead:
+                return None
+            try:  # a dying child's traceback may still be on its way
+                name, trace = self._ctrl.errors.get(timeout=1.0)
+            except queue.Empty:
+                code = dead[0].exitcode
+                how = f"signal {-code}" if code < 0 else f"exit code {code}"
+                return f"the {dead[0].name} process died ({how}), leaving no traceback"
+        return f"the {name} process failed:\n{trace}"
+
+    # ----------------------------------------------------------- watchdog
+
+    _watchdog_fired = False
+
+    def _start_watchdog(self) -> None:
+        """A thread that interrupts the main thread (SIGINT) when a child has died and the
+        main thread has not noticed within ``_WATCHDOG_S``: it is then blocked, e.g. on a
+        lock the dead child held. Only where that interrupt is a KeyboardInterrupt."""
+        self._watchdog_stop = stop = threading.Event()
+        if (
+            threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+        ):
+            return
+        main_ident = threading.main_thread().ident
+        processes = list(self._processes)
+
+        def watch() -> None:
+            while not stop.wait(_CHECK_S):
+                if any(p.exitcode not in (None, 0) for p in processes):
+                    if not stop.wait(_WATCHDOG_S):
+                        self._watchdog_fired = True
+                        signal.pthread_kill(main_ident, signal.SIGINT)
+                    return
+
+        self._watchdog = threading.Thread(target=watch, name="AsyncRl watchdog", daemon=True)
+        self._watchdog.start()
+
+    # ----------------------------------------------------------- shutdown
+
+    def shutdown(self) -> None:
+        """Stop the progress bar, end the children (asking first, then terminating),
+        release what they shared."""
+        pbar = getattr(self, "pbar", None)
+        if pbar is not None:
+            pbar.stop()
+        self._stop_children()
+        done = self._done_itrs() >= self.n_itr or self._reached_stop_return
+        logger.log("Training complete." if done else "Runner stopped.")
+
+    def _stop_children(self) -> None:
+        ctrl, processes = self._ctrl, self._processes
+        if ctrl is None:
+            return
+        self._watchdog_stop.set()
+        if self._watchdog is not None:
+            self._watchdog.join()  # (before the processes close; it wakes at once)
+            self._watchdog = None
+        ctrl.state[_QUIT] = 1
+        sampler = next((p for p in processes if p.name == "sampler"), None)
+        try:
+            deadline = time.monotonic() + _JOIN_S
+            for process in processes:
+                while process.is_alive() and time.monotonic() < deadline:
+                    # A process exits once its queued messages are in the pipe: read them. (Only
+                    # from a live sampler: a dead one may have left half a message.)
+                    if sampler is not None and sampler.is_alive():
+                        _drain(ctrl.messages)
+                    process.join(0.05)
+        finally:
+            for process in processes:
+                if process.is_alive():
+                    process.terminate()
+            for process in processes:
+                process.join(2)
+                if process.is_alive():
+                    process.kill()
+                    process.join()
+                process.close()
+            for q in (ctrl.messages, ctrl.errors):
+                q.close()
+            self._ctrl, self._processes = None, []
+
+    # ------------------------------------------------------ diagnostics
+
+    def _diagnostics(self, itr: int, traj_infos: Sequence[Any] | None, eval_time: float) -> dict:
+        row = super()._diagnostics(itr, traj_infos, eval_time)
+        row["OptThrottle"] = self._throttle_time
+        self._throttle_time = 0.0
+        return row
+
+    def get_itr_snapshot(self, itr: int) -> dict[str, Any]:
+        """``MinibatchRlBase``'s, without the sampler's state (in its own process)."""
+        snapshot = super().get_itr_snapshot(itr)
+        snapshot["sampler_state"] = False
+        return snapshot
+
+
+def _drain(q: Any) -> None:
+    with contextlib.suppress(queue.Empty, OSError, EOFError):
+        while True:
+            q.get_nowait()
+
+
+class AsyncRl(AsyncRlBase, MinibatchRl):
+    """Asynchronous RL logging the trajectories completed while sampling (online): the
+    statistics of the last ``log_traj_window`` at each log interval."""
+
+
+class AsyncRlEval(AsyncRlBase, MinibatchRlEval):
+    """Asynchronous RL with offline evaluation, run in the sampler's process before
+    training and at each log interval (once the optimizer has trained on the interval's
+    samples); its results come back to be logged here. ``stop_return`` as in
+    ``MinibatchRlEval``."""
