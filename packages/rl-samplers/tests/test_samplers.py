@@ -34,14 +34,16 @@ def start_method(request):
 @pytest.mark.parametrize("parallel_cls", PARALLEL)
 def test_parallel_batches_equal_serial_batches(start_method, parallel_cls):
     serial = SerialSampler(CountingEnv, {}, **CONFIG)
-    serial.initialize(EchoAgent(), seed=3, bootstrap_value=True)
+    discount = {"discount": 0.5}  # (reaches the workers whatever their start method)
+    serial.initialize(EchoAgent(), seed=3, bootstrap_value=True, traj_info_kwargs=discount)
     with parallel_cls(CountingEnv, {}, start_method=start_method, **CONFIG) as parallel:
-        parallel.initialize(EchoAgent(), seed=3, bootstrap_value=True)
+        parallel.initialize(EchoAgent(), seed=3, bootstrap_value=True, traj_info_kwargs=discount)
         for itr in range(3):
             (a, infos_a), (b, infos_b) = serial.obtain_samples(itr), parallel.obtain_samples(itr)
             assert_same(a, b)
-            key = lambda info: (info.Length, info.Return)  # noqa: E731
+            key = lambda info: (info.Length, info.Return, info.DiscountedReturn)  # noqa: E731
             assert sorted(map(key, infos_a)) == sorted(map(key, infos_b))
+            assert any(info.DiscountedReturn != info.Return for info in infos_b)
     assert not mp.active_children()
 
 

@@ -25,7 +25,7 @@ from ._gpu import AlternatingSampler, GpuSampler, NoOverlapAlternatingSampler
 from ._parallel import CpuSampler
 from ._samples_buffer import build_samples_buffer
 from ._serial import SerialSampler
-from ._traj_info import TrajInfo
+from ._traj_info import TrajInfo, set_traj_info_kwargs
 
 __all__ = [
     "AsyncAlternatingSampler",
@@ -73,6 +73,7 @@ class AsyncSamplerMixin:
                 "after async_initialize(agent, ...) in the training process"
             )
         affinity = affinity or {}
+        set_traj_info_kwargs(self.TrajInfoCls, self.traj_info_kwargs)  # (this process's class)
         if affinity.get("master_cpus") and hasattr(os, "sched_setaffinity"):
             os.sched_setaffinity(0, affinity["master_cpus"])
         if affinity.get("master_torch_threads"):

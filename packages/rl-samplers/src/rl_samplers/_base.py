@@ -10,7 +10,7 @@ import numpy as np
 from rl_arrays import BatchSpec
 
 from ._samples_buffer import build_samples_buffer, get_example_outputs
-from ._traj_info import TrajInfo
+from ._traj_info import TrajInfo, set_traj_info_kwargs
 
 __all__ = ["BaseSampler"]
 
@@ -80,8 +80,8 @@ class BaseSampler:
 
     def _examples(self, agent: Any, traj_info_kwargs: dict[str, Any] | None) -> dict[str, Any]:
         """One example of every field, from one real step of a fresh environment."""
-        for key, value in (traj_info_kwargs or {}).items():
-            setattr(self.TrajInfoCls, "_" + key, value)
+        self.traj_info_kwargs = dict(traj_info_kwargs or {})  # (for the workers, too)
+        set_traj_info_kwargs(self.TrajInfoCls, self.traj_info_kwargs)
         env = self.EnvCls(**self.env_kwargs)
         try:
             return get_example_outputs(agent, env)

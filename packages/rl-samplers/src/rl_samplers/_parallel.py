@@ -109,6 +109,7 @@ class ParallelSamplerBase(BaseSampler):
             CollectorCls=self.CollectorCls,
             eval_CollectorCls=self.eval_CollectorCls,
             TrajInfoCls=self.TrajInfoCls,
+            traj_info_kwargs=self.traj_info_kwargs,
             batch_T=self.batch_spec.T,
             max_decorrelation_steps=self.max_decorrelation_steps,
             eval_max_T=self.eval_max_T,

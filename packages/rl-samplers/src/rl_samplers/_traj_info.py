@@ -14,7 +14,8 @@ class TrajInfo(AttrDict):
 
     Subclass it to record what an environment adds (see ``AtariTrajInfo``).  Fields whose
     names start with ``_`` are bookkeeping, not logged.  The discount is the class
-    attribute ``_discount``, set by the sampler from ``traj_info_kwargs``.
+    attribute ``_discount``, set by the sampler from ``traj_info_kwargs`` (in every process
+    that makes trajectory infos: see ``set_traj_info_kwargs``).
     """
 
     _discount = 1.0
@@ -48,3 +49,11 @@ class TrajInfo(AttrDict):
     def terminate(self, observation: Any) -> TrajInfo:
         """The finished episode's record."""
         return self
+
+
+def set_traj_info_kwargs(TrajInfoCls: type, traj_info_kwargs: dict[str, Any] | None) -> None:
+    """Give ``TrajInfoCls`` the class attributes ``_<key>`` (e.g. ``_discount``). Class
+    attributes do not travel with a class to a spawned or forkserver process, which imports
+    it afresh: each process that steps environments calls this itself."""
+    for key, value in (traj_info_kwargs or {}).items():
+        setattr(TrajInfoCls, "_" + key, value)

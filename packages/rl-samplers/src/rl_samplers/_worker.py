@@ -20,6 +20,8 @@ import numpy as np
 
 from rl_arrays import np_mp_array
 
+from ._traj_info import set_traj_info_kwargs
+
 __all__ = ["Control", "initialize_worker", "sampling_process"]
 
 # Commands, written to ctrl.command before releasing the workers.
@@ -78,6 +80,7 @@ def sampling_process(common: dict[str, Any], worker: dict[str, Any]) -> None:
     try:
         _exit_with(common["main_pid"])
         initialize_worker(rank, worker["seed"], worker["cpus"], worker["torch_threads"])
+        set_traj_info_kwargs(common["TrajInfoCls"], common["traj_info_kwargs"])
         collector_initialize = getattr(common.get("agent"), "collector_initialize", None)
         if collector_initialize is not None:  # this worker's environments among all
             collector_initialize(global_B=worker["global_B"], env_ranks=worker["env_ranks"])
