@@ -100,6 +100,19 @@ def test_two_processes_train_together_and_their_run_is_not_resumed(tmp_path, cap
     assert main(["eval", str(run_dir), "--episodes", "1"]) == 0  # its agent plays
 
 
+def test_an_asynchronous_run_trains_and_is_not_resumed(tmp_path, capsys):
+    """--async: the sampler in its own process, rows by sampler steps as usual."""
+    args = ["train", "dqn", "--async", "--log-dir", str(tmp_path), "--steps", "1536"]
+    assert main([*args, "--set", "runner.log_interval_steps=512"]) == 0
+    run_dir = tmp_path / "run_0"
+    rows = _rows(run_dir)
+    assert [int(r["CumSteps"]) for r in rows] == [0, 512, 1024, 1536]
+    assert float(rows[-1]["ReplayRatio"]) == 32  # the preset's, once learning has started
+    capsys.readouterr()
+    assert main(["resume", str(run_dir)]) == 2
+    assert "cannot be resumed" in capsys.readouterr().err
+
+
 def test_train_runs_as_a_torchrun_job(tmp_path):
     """`torchrun ... -m rl_suite train`: the processes form one run, which rank 0 logs."""
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE")}
@@ -162,6 +175,7 @@ def test_a_killed_run_resumes_where_its_checkpoint_left_it(tmp_path):
         (["--sampler", "cpu", "--workers", "9"], "from 1 to batch_B=8"),
         (["--set", "algo_kwargs.epochs=0"], "epochs"),
         (["--set", "runner.processes=0"], "runner.processes must be a positive int"),
+        (["--async"], "runner.asynchronous needs a replay algorithm (dqn, catdqn"),
         (["--device", "cuda", "--processes", "2"], "torch sees"),
     ],
 )

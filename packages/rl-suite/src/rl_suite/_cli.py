@@ -57,6 +57,12 @@ def _parser() -> argparse.ArgumentParser:
         help="training processes, gradients all-reduced (runner.processes; default 1)",
     )
     train.add_argument(
+        "--async",
+        dest="asynchronous",
+        action="store_true",
+        help="sample in another process while training (runner.asynchronous; replay algorithms)",
+    )
+    train.add_argument(
         "--set",
         dest="overrides",
         action="append",
@@ -143,6 +149,8 @@ def _train_config(args: argparse.Namespace) -> dict:
         print(f"preset: {preset}")
     if args.processes is not None:
         config["runner"]["processes"] = args.processes
+    if args.asynchronous:
+        config["runner"]["asynchronous"] = True
     return apply_overrides(config, args.overrides)
 
 

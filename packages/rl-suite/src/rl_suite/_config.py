@@ -55,6 +55,9 @@ DEFAULTS: dict[str, Any] = {
         # (SyncRl: gradients all-reduced; each samples its own batch, so an iteration covers
         # processes x batch_T x batch_B steps); on GPUs, one each from `device` on
         "processes": 1,
+        # asynchronous: (replay algorithms) the sampler in its own process, the optimizer
+        # here, paced to the replay ratio (AsyncRl)
+        "asynchronous": False,
     },
 }
 

@@ -37,6 +37,8 @@ from rl_agents import (
 )
 from rl_algos import A2C, DDPG, DQN, PPO, R2D1, SAC, TD3, CategoricalDQN
 from rl_runners import (
+    AsyncRl,
+    AsyncRlEval,
     MinibatchRl,
     MinibatchRlEval,
     SyncRl,
@@ -45,6 +47,9 @@ from rl_runners import (
     logger_context,
 )
 from rl_samplers import (
+    AsyncCpuSampler,
+    AsyncGpuSampler,
+    AsyncSerialSampler,
     AtariTrajInfo,
     CpuResetCollector,
     CpuSampler,
@@ -81,6 +86,11 @@ Q_AGENTS = {
 # always deterministic).
 QPG_AGENTS = {"ddpg": DdpgAgent, "td3": Td3Agent, "sac": SacAgent}
 SAMPLER_CLASSES = {"serial": SerialSampler, "cpu": CpuSampler, "gpu": GpuSampler}
+ASYNC_SAMPLER_CLASSES = {
+    "serial": AsyncSerialSampler,
+    "cpu": AsyncCpuSampler,
+    "gpu": AsyncGpuSampler,
+}
 # (sampler kind, mid_batch_reset) -> collector
 COLLECTORS = {
     ("serial", True): CpuResetCollector,
@@ -225,6 +235,31 @@ def _processes(config: dict[str, Any]) -> int:
     return processes
 
 
+def _asynchronous(config: dict[str, Any], processes: int) -> bool:
+    asynchronous = config["runner"].get("asynchronous", False)
+    if not isinstance(asynchronous, bool):
+        raise ValueError(f"runner.asynchronous must be True or False, got {asynchronous!r}")
+    if asynchronous and not hasattr(ALGO_CLASSES[config["algo"]], "async_initialize"):
+        replay = ", ".join(a for a, cls in ALGO_CLASSES.items() if hasattr(cls, "async_initialize"))
+        raise ValueError(
+            f"runner.asynchronous needs a replay algorithm ({replay}); {config['algo']} learns "
+            "from each batch as it comes"
+        )
+    if asynchronous and (processes > 1 or _torchrun_rank() is not None):
+        raise ValueError("runner.asynchronous runs one optimizer: not with runner.processes > 1")
+    return asynchronous
+
+
+def _async_affinity(affinity: dict[str, Any]) -> dict[str, Any]:
+    """The asynchronous runner's split: the sampler's process (its cpus, its workers, one
+    torch thread to act) and the optimizer's (the cpus, threads and GPU asked for)."""
+    shared = {k: v for k, v in affinity.items() if k in ("master_cpus", "set_affinity")}
+    workers = {k: v for k, v in affinity.items() if k.startswith("worker")}
+    optimizer = {k: v for k, v in affinity.items() if k in ("master_torch_threads", "cuda_idx")}
+    sampler = {**shared, **workers, "master_torch_threads": 1}
+    return {"sampler": sampler, "optimizer": [{**shared, **optimizer}]}
+
+
 def _process_affinities(affinity: dict[str, Any], processes: int) -> list[dict[str, Any]]:
     """One affinity per process of a synchronous run: the same cpus and threads, and on GPUs
     consecutive devices from the one asked for."""
@@ -249,13 +284,14 @@ def build(config: dict[str, Any], affinity: dict[str, Any] | None = None) -> Any
     if kind not in SAMPLER_CLASSES:
         raise ValueError(f"sampler.kind must be one of {', '.join(SAMPLER_CLASSES)}, got {kind!r}")
     affinity = _affinity(config) if affinity is None else affinity
-    _processes(config)
+    processes = _processes(config)
+    asynchronous = _asynchronous(config, processes)
     spaces = probe_spaces(config)
     agent = make_agent(config, spaces, config["agent"]["deterministic_eval"])
     algo = _construct(ALGO_CLASSES[config["algo"]], "algo_kwargs", config["algo_kwargs"])
     evaluate = runner_config["evaluate"]
     sampler = _construct(
-        SAMPLER_CLASSES[kind],
+        (ASYNC_SAMPLER_CLASSES if asynchronous else SAMPLER_CLASSES)[kind],
         "sampler settings",
         dict(
             EnvCls=make_env,
@@ -275,9 +311,11 @@ def build(config: dict[str, Any], affinity: dict[str, Any] | None = None) -> Any
         if not evaluate:
             raise ValueError("runner.stop_return needs runner.evaluate=True")
         runner_kwargs["stop_return"] = runner_config["stop_return"]
-    processes = _processes(config)
-    if _torchrun_rank() is not None:  # one process of torchrun's, one per GPU on GPUs
-        RunnerCls: type = SyncRlEval if evaluate else SyncRl
+    if asynchronous:
+        RunnerCls: type = AsyncRlEval if evaluate else AsyncRl
+        affinity = _async_affinity(affinity)  # type: ignore[assignment]
+    elif _torchrun_rank() is not None:  # one process of torchrun's, one per GPU on GPUs
+        RunnerCls = SyncRlEval if evaluate else SyncRl
         local_processes = int(os.environ.get("LOCAL_WORLD_SIZE", 1))
         affinity = _process_affinities(affinity, local_processes)  # type: ignore[assignment]
     elif processes == 1:
@@ -372,6 +410,11 @@ def resume(run_dir: str | Path) -> Path:
     run_dir = Path(run_dir).resolve()
     config = load_config(run_dir)
     find_checkpoint(run_dir)  # a clear error when the run saved none
+    if config["runner"].get("asynchronous", False):
+        raise ValueError(
+            f"{run_dir} was trained with runner.asynchronous=True: such runs cannot be resumed "
+            "(the sampler and the replay live in other processes)"
+        )
     if config["runner"].get("processes", 1) > 1:
         raise ValueError(
             f"{run_dir} was trained with runner.processes={config['runner']['processes']}: "
