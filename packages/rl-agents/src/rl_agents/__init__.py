@@ -9,6 +9,15 @@ on rl-arrays and torch only.
 
 from importlib.metadata import version
 
+from ._asymmetric_pg import (
+    ActorCriticRnnState,
+    AsymmetricCategoricalPgAgent,
+    AsymmetricFfModel,
+    AsymmetricGaussianPgAgent,
+    AsymmetricLstmModel,
+    AsymmetricRecurrentCategoricalPgAgent,
+    AsymmetricRecurrentGaussianPgAgent,
+)
 from ._base_agent import AlternatingRecurrentAgentMixin, BaseAgent, RecurrentAgentMixin
 from ._distributions import (
     Categorical,
@@ -93,6 +102,7 @@ from ._qpg_models import MuMlpModel, PiMlpModel, QofMuMlpModel
 __version__ = version("rl-agents")
 
 __all__ = [
+    "ActorCriticRnnState",
     "AgentInfo",
     "AgentInfoCatDqn",
     "AgentInfoDdpg",
@@ -105,6 +115,12 @@ __all__ = [
     "AlternatingRecurrentAgentMixin",
     "AlternatingRecurrentCategoricalPgAgent",
     "AlternatingRecurrentGaussianPgAgent",
+    "AsymmetricCategoricalPgAgent",
+    "AsymmetricFfModel",
+    "AsymmetricGaussianPgAgent",
+    "AsymmetricLstmModel",
+    "AsymmetricRecurrentCategoricalPgAgent",
+    "AsymmetricRecurrentGaussianPgAgent",
     "AtariCatDqnAgent",
     "AtariCatDqnModel",
     "AtariDqnAgent",

@@ -14,7 +14,7 @@ from ._async import (
 )
 from ._atari import AtariEnv, AtariTrajInfo
 from ._base import BaseSampler
-from ._batched import BatchedSampler, BatchEnv
+from ._batched import CRITIC_OBSERVATION, ActorCriticObservation, BatchedSampler, BatchEnv
 from ._collectors import (
     BaseCollector,
     CpuResetCollector,
@@ -42,6 +42,8 @@ from ._traj_info import TrajInfo
 __version__ = _version("rl-samplers")
 
 __all__ = [
+    "CRITIC_OBSERVATION",
+    "ActorCriticObservation",
     "AlternatingSampler",
     "AsyncAlternatingSampler",
     "AsyncCpuSampler",

@@ -14,6 +14,16 @@ step, so no Python loop runs per env in the stepping path (only per finished epi
 * a ``BatchEnv``: torch tensors on the env's device; the batch is allocated there too and
   no sample is copied to the host.  The host reads only each step's done indices (to call
   ``agent.reset_one``) and, once per batch, the finished episodes' statistics.
+
+Privileged observations for the critic (asymmetric actor-critic, as rsl_rl's
+``critic_observations``): a ``BatchEnv`` with a ``critic_observation_space`` also returns,
+with every observation, ``extras["critic_observation"]``, an observation of the same state
+that only the value function may read (e.g. the full state where the policy sees a part of
+it).  The sampler's observations are then ``ActorCriticObservation(actor=..., critic=...)``
+namedarraytuples, and its ``env_spaces.observation`` a ``Composite`` of the two spaces with
+that type (its ``shape.actor`` and ``shape.critic`` give the parts' shapes).  They travel
+through the sample buffers, the algorithms and replay as one observation; only the agent
+looks inside.
 """
 
 from __future__ import annotations
@@ -38,13 +48,21 @@ from rl_arrays import (
 
 from ._base import BaseSampler
 from ._gym import GymSpaceWrapper
-from ._spaces import Space
+from ._spaces import Composite, Space
 from ._traj_info import TrajInfo
 
-__all__ = ["BatchEnv", "BatchedSampler"]
+__all__ = ["CRITIC_OBSERVATION", "ActorCriticObservation", "BatchEnv", "BatchedSampler"]
 
 # The env_info of every step: only the time-limit flag (so algorithms can bootstrap).
 EnvInfo = namedarraytuple("EnvInfo", ["timeout"])
+
+ActorCriticObservation = namedarraytuple("ActorCriticObservation", ["actor", "critic"])
+ActorCriticObservation.__doc__ = (
+    "An observation in two parts: ``actor``, what the policy sees, and ``critic``, what the "
+    "value function sees (privileged information, e.g. the full state), each [..., shape]."
+)
+
+CRITIC_OBSERVATION = "critic_observation"  # the extras key of the privileged observation
 
 
 class BatchEnv:
@@ -57,17 +75,27 @@ class BatchEnv:
     env resets inside ``step``: the observation returned for it is its next episode's first
     one (the sampler never calls ``reset`` mid-run).  ``seed(seed)`` applies at the next
     ``reset``.
+
+    Extras, as gymnasium's ``info``: ``reset`` may return ``(observation, extras)`` (a plain
+    tuple) and ``step`` a fifth element, ``extras``, a dict of ``[B, ...]`` tensors.  An env
+    whose ``critic_observation_space`` is set (None by default) must return them, with
+    ``extras["critic_observation"]`` the privileged observation for the critic, of the same
+    state as the observation (a done env's: its next episode's first); the sampler then
+    records ``ActorCriticObservation(actor=observation, critic=extras["critic_observation"])``
+    and ``spaces.observation`` is the ``Composite`` of both spaces.  Other extras are
+    ignored.
     """
 
     num_envs: int
     device: torch.device
     observation_space: Space
     action_space: Space
+    critic_observation_space: Space | None = None
 
     def reset(self) -> Any:
         raise NotImplementedError
 
-    def step(self, action: Any) -> tuple[Any, torch.Tensor, torch.Tensor, torch.Tensor]:
+    def step(self, action: Any) -> tuple[Any, ...]:
         raise NotImplementedError
 
     def seed(self, seed: int | None) -> None:
@@ -75,10 +103,66 @@ class BatchEnv:
 
     @property
     def spaces(self) -> EnvSpaces:
-        return EnvSpaces(observation=self.observation_space, action=self.action_space)
+        """The per-env spaces; with a critic observation, ``observation`` is the
+        ``Composite`` of the actor's and the critic's spaces (``ActorCriticObservation``)."""
+        return EnvSpaces(observation=_observation_space(self), action=self.action_space)
 
     def close(self) -> None:
         """Release the environment's resources."""
+
+
+def _observation_space(env: Any) -> Space:
+    """What the sampler records as the observation of ``env``: its observation space, or
+    with a critic observation space the ``Composite`` of both (``ActorCriticObservation``)."""
+    critic = getattr(env, "critic_observation_space", None)
+    if critic is None:
+        return env.observation_space
+    return Composite([env.observation_space, critic], ActorCriticObservation)
+
+
+def _with_critic(env: Any, observation: Any, extras: Any, call: str) -> Any:
+    """``observation``, or ``ActorCriticObservation(observation, critic observation)`` when
+    ``env`` has a critic observation space (the privileged part taken from ``extras``)."""
+    if getattr(env, "critic_observation_space", None) is None:
+        return observation
+    critic = extras.get(CRITIC_OBSERVATION) if isinstance(extras, dict) else None
+    if critic is None:
+        raise ValueError(
+            f"{type(env).__name__} has a critic_observation_space, so {call} must return "
+            f"extras (a dict) with the key {CRITIC_OBSERVATION!r}; got "
+            f"{'extras ' + repr(sorted(extras)) if isinstance(extras, dict) else 'no extras'}"
+        )
+    return ActorCriticObservation(actor=observation, critic=critic)
+
+
+def _env_reset(env: Any) -> Any:
+    """``env.reset()``'s observation (as the sampler records it; see ``BatchEnv``)."""
+    result = env.reset()
+    if isinstance(result, tuple) and not is_namedarraytuple(result):
+        if len(result) != 2:
+            raise ValueError(
+                f"{type(env).__name__}.reset() returned a tuple of {len(result)}; expected the "
+                "observation or (observation, extras)"
+            )
+        return _with_critic(env, result[0], result[1], "reset()")
+    return _with_critic(env, result, None, "reset()")
+
+
+def _env_step(env: Any, action: Any) -> tuple[Any, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``env.step(action)`` as ``(observation, reward, terminated, truncated)``, the
+    observation as the sampler records it (see ``BatchEnv``)."""
+    result = env.step(action)
+    if len(result) == 4:
+        observation, reward, terminated, truncated = result
+        extras = None
+    elif len(result) == 5:
+        observation, reward, terminated, truncated, extras = result
+    else:
+        raise ValueError(
+            f"{type(env).__name__}.step() returned {len(result)} values; expected "
+            "(observation, reward, terminated, truncated[, extras])"
+        )
+    return _with_critic(env, observation, extras, "step()"), reward, terminated, truncated
 
 
 def _map2(func: Callable[[Any, Any], Any], a: Any, b: Any) -> Any:
@@ -246,6 +330,7 @@ class BatchedSampler(BaseSampler):
             setattr(self.TrajInfoCls, "_" + key, value)
         self.env = _as_batch_env(self.make_env(B), B)
         self.device = torch.device(self.env.device)
+        self._observation_space = _observation_space(self.env)
         agent.initialize(
             self.env_spaces,
             share_memory=False,
@@ -271,17 +356,32 @@ class BatchedSampler(BaseSampler):
 
     @property
     def env_spaces(self) -> EnvSpaces:
-        return EnvSpaces(observation=self.env.observation_space, action=self.env.action_space)
+        """The env's per-env spaces; with privileged critic observations ``observation`` is
+        the ``Composite`` of the actor's and the critic's (see ``BatchEnv``)."""
+        return EnvSpaces(observation=self._observation_space, action=self.env.action_space)
+
+    def _check_critic_shape(self, observation: Any) -> None:
+        """A critic observation must have its space's shape (checked once, on the examples)."""
+        space = getattr(self.env, "critic_observation_space", None)
+        if space is None:
+            return
+        shape = tuple(observation.critic.shape[1:])
+        if shape != tuple(space.shape):
+            raise ValueError(
+                f"{type(self.env).__name__}: the critic observation has shape {shape} per env, "
+                f"but critic_observation_space.shape is {tuple(space.shape)}"
+            )
 
     def _examples(self, agent: Any) -> dict[str, Any]:
         """One real step of a one-env copy and of ``agent``: every field's shape and dtype
         (a copy, so the run's env keeps the stream its seeds give it)."""
         env = _as_batch_env(self.make_env(1), 1)
         try:
-            env.reset()
+            _env_reset(env)
             null = self.action_space.null_value()
             action = _map2(lambda x, _: torch.as_tensor(x, device=env.device)[None], null, null)
-            observation, reward, _, _ = env.step(action)
+            observation, reward, _, _ = _env_step(env, action)
+            self._check_critic_shape(observation)
             agent.reset()
             with torch.no_grad():
                 agent_step = agent.step(observation, action, reward)
@@ -335,7 +435,7 @@ class BatchedSampler(BaseSampler):
     def _start(self, rng: np.random.Generator) -> None:
         """Reset every env, then take the decorrelation steps (their episodes not reported)."""
         B = self.batch_spec.B
-        self.observation = self.env.reset()
+        self.observation = _env_reset(self.env)
         self.prev_action = self._null_batch()
         self.prev_reward = torch.zeros(B, device=self.device)
         n = int(rng.integers(self.max_decorrelation_steps + 1))
@@ -356,7 +456,7 @@ class BatchedSampler(BaseSampler):
     def _step(self, action: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Step every env with ``action``; update the agent inputs and episode statistics.
         Returns ``(reward, done, timeout)``."""
-        observation, reward, terminated, truncated = self.env.step(action)
+        observation, reward, terminated, truncated = _env_step(self.env, action)
         reward = reward.to(torch.float32)
         done, timeout = terminated | truncated, truncated & ~terminated
         self._stats[:, 0] += 1

@@ -12,18 +12,26 @@ The physical state is a tensor, ``env.state`` (``[B, 4]``: x, x_dot, theta, thet
 CartPole; ``[B, 2]``: theta, theta_dot for Pendulum), and ``env.elapsed`` (``[B]``) counts
 the steps of each env's current episode; both can be read or written between steps, e.g. to
 start from a given configuration or to follow another implementation.
+
+``observation`` chooses what the observation shows: ``"full"`` (gymnasium's) or
+``"positions"`` (the velocities hidden: CartPole's x and theta, Pendulum's cos and sin; a
+policy then needs memory).  ``critic_observation`` (None by default) gives the env a
+``critic_observation_space`` and privileged observations for the critic, ``"full"`` or
+``"positions"`` as well, returned as ``extras["critic_observation"]`` by ``reset`` and
+``step`` (see ``BatchEnv``): e.g. ``observation="positions", critic_observation="full"``
+for an asymmetric actor-critic whose value function reads the whole state.
 """
 
 from __future__ import annotations
 
 import math
 import numbers
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
 
-from ._batched import BatchEnv
+from ._batched import CRITIC_OBSERVATION, BatchEnv
 from ._spaces import FloatBox, IntBox
 
 __all__ = ["TorchCartPole", "TorchPendulum"]
@@ -35,6 +43,8 @@ class _TorchClassicEnv(BatchEnv):
     host synchronisation).  Subclasses give the physics."""
 
     state_size: int
+    # The entries of the full observation that each observation kind shows.
+    observation_kinds: ClassVar[dict[str, tuple[int, ...]]]
 
     def __init__(
         self,
@@ -43,6 +53,8 @@ class _TorchClassicEnv(BatchEnv):
         max_episode_steps: int,
         seed: int | None,
         dtype: torch.dtype,
+        observation: str = "full",
+        critic_observation: str | None = None,
     ):
         name = type(self).__name__
         if not isinstance(num_envs, numbers.Integral) or isinstance(num_envs, bool) or num_envs < 1:
@@ -59,10 +71,49 @@ class _TorchClassicEnv(BatchEnv):
             self.generator = torch.Generator(self.device)
         except Exception as error:  # torch raises several types for a missing backend
             raise ValueError(f"{name}: device={device!r} is not a usable torch device") from error
+        kinds = sorted(self.observation_kinds)
+        if not isinstance(observation, str) or observation not in self.observation_kinds:
+            raise ValueError(f"{name}: observation must be one of {kinds}, got {observation!r}")
+        if critic_observation is not None and (
+            not isinstance(critic_observation, str)
+            or critic_observation not in self.observation_kinds
+        ):
+            raise ValueError(
+                f"{name}: critic_observation must be None or one of {kinds}, "
+                f"got {critic_observation!r}"
+            )
         self.num_envs, self.max_episode_steps, self.dtype = int(num_envs), max_episode_steps, dtype
         self._state: torch.Tensor | None = None
         self.elapsed = torch.zeros(self.num_envs, dtype=torch.int64, device=self.device)
         self.seed(seed)
+        self.observation_kind, self.critic_observation_kind = observation, critic_observation
+        # Device tensors of the columns to keep (None: the whole full observation).
+        self._columns = {
+            kind: None
+            if len(columns) == len(self.observation_kinds["full"])
+            else torch.tensor(columns, device=self.device)
+            for kind, columns in self.observation_kinds.items()
+        }
+        high = self._observation_high()
+        self.observation_space = self._part_space(high, observation)
+        if critic_observation is not None:
+            self.critic_observation_space = self._part_space(high, critic_observation)
+
+    def _part_space(self, high: np.ndarray, kind: str) -> FloatBox:
+        columns = list(self.observation_kinds[kind])
+        return FloatBox(-high[columns], high[columns])
+
+    def _part(self, full: torch.Tensor, kind: str) -> torch.Tensor:
+        columns = self._columns[kind]
+        return full if columns is None else full.index_select(-1, columns)
+
+    def _observations(self, state: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The observation and the extras (the critic's observation, when it has one)."""
+        full = self._observe(state)
+        observation = self._part(full, self.observation_kind)
+        if self.critic_observation_kind is None:
+            return observation, {}
+        return observation, {CRITIC_OBSERVATION: self._part(full, self.critic_observation_kind)}
 
     def seed(self, seed: int | None) -> None:
         """Reseed the generator at the next ``reset`` (``None``: from fresh entropy)."""
@@ -80,8 +131,9 @@ class _TorchClassicEnv(BatchEnv):
     def state(self, value: Any) -> None:
         self.state.copy_(torch.as_tensor(value))
 
-    def reset(self) -> torch.Tensor:
-        """Start every env's episode; return the observations ``[B, ...]`` (float32)."""
+    def reset(self) -> Any:
+        """Start every env's episode; return the observations ``[B, ...]`` (float32), and
+        with a critic observation ``(observations, extras)``."""
         if self._reseed:
             if self._next_seed is None:
                 self.generator.seed()
@@ -90,18 +142,23 @@ class _TorchClassicEnv(BatchEnv):
             self._reseed = False
         self._state = self._initial_state()
         self.elapsed.zero_()
-        return self._observe(self._state)
+        observation, extras = self._observations(self._state)
+        return observation if self.critic_observation_kind is None else (observation, extras)
 
-    def step(self, action: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    def step(self, action: torch.Tensor) -> tuple[Any, ...]:
         """One step of every env: ``(observation, reward, terminated, truncated)``, a done
-        env's observation being its next episode's first."""
+        env's observation being its next episode's first; with a critic observation,
+        ``extras`` (its ``"critic_observation"``, of the same states) comes fifth."""
         state, reward, terminated = self._physics(self.state, action)
         self.elapsed = self.elapsed + 1
         truncated = self.elapsed >= self.max_episode_steps
         done = terminated | truncated
         self._state = torch.where(done[:, None], self._initial_state(), state)
         self.elapsed = self.elapsed.masked_fill(done, 0)
-        return self._observe(self._state), reward.to(torch.float32), terminated, truncated
+        observation, extras = self._observations(self._state)
+        if self.critic_observation_kind is None:
+            return observation, reward.to(torch.float32), terminated, truncated
+        return observation, reward.to(torch.float32), terminated, truncated, extras
 
     def _uniform(self, high: torch.Tensor | float) -> torch.Tensor:
         """``[B, state_size]`` uniform in ``[-high, high)``."""
@@ -119,6 +176,11 @@ class _TorchClassicEnv(BatchEnv):
         raise NotImplementedError
 
     def _observe(self, state: torch.Tensor) -> torch.Tensor:
+        """The full observation ``[B, ...]`` (float32) of ``state``."""
+        raise NotImplementedError
+
+    def _observation_high(self) -> np.ndarray:
+        """The full observation's upper bounds (the lower ones are their negatives)."""
         raise NotImplementedError
 
 
@@ -126,9 +188,15 @@ class TorchCartPole(_TorchClassicEnv):
     """gymnasium's ``CartPole-v1`` for ``num_envs`` envs: action 1 pushes the cart right,
     0 left; reward 1 every step (the terminating one too); terminated when the cart leaves
     ``[-2.4, 2.4]`` or the pole leans past 12 degrees; truncated after ``max_episode_steps``.
-    The state starts uniform in ``[-0.05, 0.05)``, and the observation is the state."""
+    The state starts uniform in ``[-0.05, 0.05)``, and the full observation is the state;
+    ``"positions"`` is ``[x, theta]`` (see the module for ``observation`` and
+    ``critic_observation``)."""
 
     state_size = 4
+    observation_kinds: ClassVar[dict[str, tuple[int, ...]]] = {
+        "full": (0, 1, 2, 3),
+        "positions": (0, 2),
+    }
     gravity, masscart, masspole, length, force_mag, tau = 9.8, 1.0, 0.1, 0.5, 10.0, 0.02
     total_mass = masspole + masscart
     polemass_length = masspole * length
@@ -142,11 +210,16 @@ class TorchCartPole(_TorchClassicEnv):
         max_episode_steps: int = 500,
         seed: int | None = None,
         dtype: torch.dtype = torch.float32,
+        observation: str = "full",
+        critic_observation: str | None = None,
     ):
-        super().__init__(num_envs, device, max_episode_steps, seed, dtype)
-        high = np.array([2 * self.x_threshold, np.inf, 2 * self.theta_threshold, np.inf])
-        self.observation_space = FloatBox(-high, high)
+        super().__init__(
+            num_envs, device, max_episode_steps, seed, dtype, observation, critic_observation
+        )
         self.action_space = IntBox(0, 2, dtype="int64")
+
+    def _observation_high(self) -> np.ndarray:
+        return np.array([2 * self.x_threshold, np.inf, 2 * self.theta_threshold, np.inf])
 
     def _initial_state(self) -> torch.Tensor:
         return self._uniform(0.05)
@@ -184,9 +257,14 @@ class TorchPendulum(_TorchClassicEnv):
     clipped to ``[-2, 2]``; reward ``-(angle**2 + 0.1 * speed**2 + 0.001 * torque**2)`` with
     the angle wrapped to ``[-pi, pi)`` (upright is 0); speed clipped to ``[-8, 8]``; never
     terminated, truncated after ``max_episode_steps``.  The state (angle, speed) starts
-    uniform in ``[-pi, pi) x [-1, 1)``; the observation is ``[cos, sin, speed]``."""
+    uniform in ``[-pi, pi) x [-1, 1)``; the full observation is ``[cos, sin, speed]``,
+    ``"positions"`` is ``[cos, sin]``."""
 
     state_size = 2
+    observation_kinds: ClassVar[dict[str, tuple[int, ...]]] = {
+        "full": (0, 1, 2),
+        "positions": (0, 1),
+    }
     max_speed, max_torque, dt, g, m, l = 8.0, 2.0, 0.05, 10.0, 1.0, 1.0  # noqa: E741
 
     def __init__(
@@ -196,12 +274,17 @@ class TorchPendulum(_TorchClassicEnv):
         max_episode_steps: int = 200,
         seed: int | None = None,
         dtype: torch.dtype = torch.float32,
+        observation: str = "full",
+        critic_observation: str | None = None,
     ):
-        super().__init__(num_envs, device, max_episode_steps, seed, dtype)
-        high = np.array([1.0, 1.0, self.max_speed])
-        self.observation_space = FloatBox(-high, high)
+        super().__init__(
+            num_envs, device, max_episode_steps, seed, dtype, observation, critic_observation
+        )
         self.action_space = FloatBox(-self.max_torque, self.max_torque, shape=(1,))
         self._high = torch.tensor([math.pi, 1.0], dtype=dtype, device=self.device)
+
+    def _observation_high(self) -> np.ndarray:
+        return np.array([1.0, 1.0, self.max_speed])
 
     def _initial_state(self) -> torch.Tensor:
         return self._uniform(self._high)
