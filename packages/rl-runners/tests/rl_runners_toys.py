@@ -465,3 +465,63 @@ def make_async(sampler_kwargs=None, algo_kwargs=None):
         ToyAsyncAgent(),
         ToyAsyncSampler(**(sampler_kwargs or {})),
     )
+
+
+# ------------------------------------------------------------------ on-policy runner toys
+# For OnPolicyRunner: an agent whose model normalises observations by running statistics
+# (buffers in its state dict) and that hands out a deployable policy.
+
+
+class ToyNormalizedModel(torch.nn.Module):
+    """A linear model of observations minus their running mean; ``obs_mean`` and
+    ``obs_count`` are buffers, updated by every forward in training mode."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(OBS_DIM, 1)
+        self.register_buffer("obs_mean", torch.zeros(OBS_DIM))
+        self.register_buffer("obs_count", torch.zeros(()))
+
+    def forward(self, observation):
+        if self.training:
+            with torch.no_grad():
+                flat = observation.reshape(-1, OBS_DIM)
+                total = self.obs_count + len(flat)
+                self.obs_mean += (flat.sum(0) - len(flat) * self.obs_mean) / total
+                self.obs_count.copy_(total)
+        return self.linear(observation - self.obs_mean)
+
+
+class ToyInferenceModule(torch.nn.Module):
+    """The deployable policy of ``ToyPolicyAgent``: the model's output for normalised
+    observations [B, OBS_DIM] -> actions [B] (a Gaussian's mean); counts its calls since
+    ``reset()``, as a recurrent policy keeps a state."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+        self.calls = 0
+
+    def forward(self, observation):
+        self.calls += 1
+        return self.model.linear(observation - self.model.obs_mean).squeeze(-1)
+
+    def reset(self):
+        self.calls = 0
+
+
+class ToyPolicyAgent(ToyAgent):
+    """``ToyAgent`` with a ``ToyNormalizedModel`` and ``inference_policy()``."""
+
+    def __init__(self):
+        super().__init__()
+        self.model = ToyNormalizedModel()
+
+    def inference_policy(self):
+        return ToyInferenceModule(self.model)
+
+
+def make_policy(sampler_kwargs=None, algo_kwargs=None):
+    """A fresh (algo, ToyPolicyAgent, ToySampler), the weights drawn from a fixed seed."""
+    torch.manual_seed(0)
+    return ToyAlgo(**(algo_kwargs or {})), ToyPolicyAgent(), ToySampler(**(sampler_kwargs or {}))

@@ -3,6 +3,8 @@
 ``MinibatchRl`` / ``MinibatchRlEval`` alternate ``sampler.obtain_samples`` and
 ``algo.optimize_agent``, logging through ``logger`` (rlpyt's logger calls) into the run
 directory that ``logger_context`` sets up, with checkpoints that ``resume`` continues exactly.
+``OnPolicyRunner`` offers rsl_rl's calls (``learn``, ``save``, ``load``,
+``get_inference_policy``) on the same loop.
 """
 
 from importlib.metadata import version
@@ -11,6 +13,7 @@ from ._async_rl import AsyncRl, AsyncRlBase, AsyncRlEval
 from ._checkpoint import atomic_write, companion_path, find_checkpoint, load_checkpoint
 from ._logger import SNAPSHOT_MODES, Logger, logger, logger_context
 from ._minibatch_rl import CHECKPOINT_FORMAT, MinibatchRl, MinibatchRlBase, MinibatchRlEval
+from ._on_policy import DeployedPolicy, OnPolicyRunner
 from ._prog_bar import ProgBarCounter
 from ._protocols import (
     AgentProtocol,
@@ -18,6 +21,7 @@ from ._protocols import (
     AsyncAgentProtocol,
     AsyncAlgoProtocol,
     AsyncSamplerProtocol,
+    InferenceAgentProtocol,
     SamplerProtocol,
 )
 from ._seed import get_rng_state, make_seed, set_rng_state, set_seed
@@ -36,10 +40,13 @@ __all__ = [
     "AsyncRlBase",
     "AsyncRlEval",
     "AsyncSamplerProtocol",
+    "DeployedPolicy",
+    "InferenceAgentProtocol",
     "Logger",
     "MinibatchRl",
     "MinibatchRlBase",
     "MinibatchRlEval",
+    "OnPolicyRunner",
     "ProgBarCounter",
     "SamplerProtocol",
     "SyncRl",

@@ -6,13 +6,14 @@ evaluates the agent with ``sampler.evaluate_agent`` at each log interval (offlin
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import pickle
 import time
 import uuid
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -74,13 +75,17 @@ class MinibatchRlBase:
 
     _eval = False
     _protocols = ""  # which protocols the components must meet ("async": the Async* ones)
+    # Whether n_steps may be None: the run's length is then planned at startup (n_itr 0 till
+    # then; OnPolicyRunner, whose learn() says how long).
+    _n_steps_optional = False
+    _continue_hint = "resume() continues from the last snapshot"
 
     def __init__(
         self,
         algo: Any,
         agent: Any,
         sampler: Any,
-        n_steps: int | float,
+        n_steps: int | float | None,
         seed: int | None = None,
         affinity: Mapping[str, Any] | None = None,
         log_interval_steps: int | float = 1e5,
@@ -107,7 +112,10 @@ class MinibatchRlBase:
                     f"{role} ({type(obj).__name__}) lacks {', '.join(missing)}; see "
                     f"rl_runners.{protocol}"
                 )
-        self.n_steps = _count("n_steps", n_steps)
+        if n_steps is None and self._n_steps_optional:
+            self.n_steps: int | None = None
+        else:
+            self.n_steps = _count("n_steps", n_steps)
         self.log_interval_steps = _count("log_interval_steps", log_interval_steps)
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
             raise ValueError(f"seed must be None or a non-negative int, got {seed!r}")
@@ -124,19 +132,20 @@ class MinibatchRlBase:
         self.affinity = dict(affinity or {})
         self.rank, self.world_size = self._rank_world_size()
         self.itr_batch_size = batch_size * self.world_size
-        if self.n_steps < self.itr_batch_size:
+        if self.n_steps is not None and self.n_steps < self.itr_batch_size:
             raise ValueError(
                 f"n_steps={self.n_steps} is less than one sampler batch "
                 f"(batch_T * batch_B = {self.itr_batch_size}): not one iteration would run"
             )
         self.log_interval_itrs = max(self.log_interval_steps // self.itr_batch_size, 1)
-        self.n_itr = self._rounded_n_itr()
+        self.n_itr = 0 if self.n_steps is None else self._rounded_n_itr()
 
     def _rank_world_size(self) -> tuple[int, int]:
         """This process's rank and the number of processes training together."""
         return 0, 1
 
     def _rounded_n_itr(self) -> int:
+        assert self.n_steps is not None
         n_itr = self.n_steps // self.itr_batch_size
         if n_itr % self.log_interval_itrs:  # run on to the next log iteration
             n_itr += self.log_interval_itrs - n_itr % self.log_interval_itrs
@@ -218,6 +227,7 @@ class MinibatchRlBase:
         self._last_update_counter = 0
         self._next_itr = 0  # iterations done
         self._last_log_next_itr = 0
+        self._stop_itr = self.n_itr  # where the current run of iterations ends
         self.pbar = ProgBarCounter(self.log_interval_itrs)
 
     # --------------------------------------------------------- the loop
@@ -239,8 +249,7 @@ class MinibatchRlBase:
         random; the checkpoint must come from a runner with the same batch size and log
         interval.
         """
-        checkpoint_path = find_checkpoint(path)
-        checkpoint = torch.load(checkpoint_path, map_location="cpu", weights_only=True)
+        checkpoint_path, checkpoint = _read_checkpoint(path)
         sampler_state = self._check_checkpoint(checkpoint, checkpoint_path)
         if self.seed is None:
             self.seed = checkpoint["runner_state"]["seed"]
@@ -250,35 +259,56 @@ class MinibatchRlBase:
         """The training loop.  The sampler is shut down however it ends; an exception
         (KeyboardInterrupt included) propagates after that, leaving progress.csv with every
         row logged so far and the last snapshot in place."""
+        with self._shutdown_guard():
+            n_itr = self._start(resume)
+            self._iterate(n_itr)
+
+    @contextlib.contextmanager
+    def _shutdown_guard(self, always: bool = True) -> Iterator[None]:
+        """Shut down when the block raises (a KeyboardInterrupt is logged first) and, with
+        ``always``, when it ends normally too; the exception propagates."""
         completed = False
         try:
-            n_itr = self.startup()
-            if resume is not None:
-                self._restore(*resume)
-            else:
-                self._before_training()
-            for itr in range(self._next_itr, n_itr):
-                logger.set_iteration(itr)
-                with logger.prefix(f"itr #{itr} "):
-                    self.agent.sample_mode(itr)
-                    samples, traj_infos = self.sampler.obtain_samples(itr)
-                    self.agent.train_mode(itr)
-                    opt_info = self.algo.optimize_agent(itr, samples)
-                    self._next_itr = itr + 1
-                    self.store_diagnostics(itr, traj_infos, opt_info)
-                    if (itr + 1) % self.log_interval_itrs == 0:
-                        self._log_interval(itr)
-                        if self._reached_stop_return:
-                            break
+            yield
             completed = True
         except KeyboardInterrupt:
             logger.log(
                 f"Interrupted after {self._done_itrs()} iterations; the rows logged so far "
-                "are in progress.csv, and resume() continues from the last snapshot."
+                f"are in progress.csv, and {self._continue_hint}."
             )
             raise
         finally:
-            self._shutdown(completed)
+            if always or not completed:
+                self._shutdown(completed)
+
+    def _start(self, resume: tuple[Any, ...] | None) -> int:
+        """Startup, then the checkpoint's states (``resume``: the arguments of
+        ``_restore``) or what comes before a fresh run's first iteration; returns ``n_itr``."""
+        n_itr = self.startup()
+        if resume is not None:
+            self._restore(*resume)
+        else:
+            self._before_training()
+        return n_itr
+
+    def _iterate(self, stop_itr: int) -> None:
+        """Run the iterations from ``_next_itr`` up to ``stop_itr`` (exclusive), a row (and
+        snapshot) after each one that ends a log interval; stops early once an evaluation
+        reached ``stop_return``."""
+        self._stop_itr = stop_itr
+        for itr in range(self._next_itr, stop_itr):
+            logger.set_iteration(itr)
+            with logger.prefix(f"itr #{itr} "):
+                self.agent.sample_mode(itr)
+                samples, traj_infos = self.sampler.obtain_samples(itr)
+                self.agent.train_mode(itr)
+                opt_info = self.algo.optimize_agent(itr, samples)
+                self._next_itr = itr + 1
+                self.store_diagnostics(itr, traj_infos, opt_info)
+                if (itr + 1) % self.log_interval_itrs == 0:
+                    self._log_interval(itr)
+                    if self._reached_stop_return:
+                        break
 
     _reached_stop_return = False  # (MinibatchRlEval: an evaluation reached stop_return)
 
@@ -377,7 +407,7 @@ class MinibatchRlBase:
         logger.dump_tabular()
         self._end_interval()
         self.save_itr_snapshot(itr)
-        if self._next_itr < self.n_itr:
+        if self._next_itr < self._stop_itr:
             logger.log(f"Optimizing over {self.log_interval_itrs} iterations.")
             self.pbar = ProgBarCounter(self.log_interval_itrs)
 
@@ -429,6 +459,7 @@ class MinibatchRlBase:
         numbers only: it loads with ``torch.load(weights_only=True)``)."""
         return {
             "format": CHECKPOINT_FORMAT,
+            "runner": type(self).__name__,
             "itr": itr,
             "next_itr": self._next_itr,
             "cum_steps": self._next_itr * self.itr_batch_size,
@@ -447,7 +478,23 @@ class MinibatchRlBase:
         path = logger.snapshot_path(itr)
         if path is None:
             return
+        self._write_snapshot(
+            path, itr, lambda params, pickles: logger.save_itr_params(itr, params, pickles)
+        )
+        logger.log(f"Saved snapshot {path.name}.")
+
+    def _write_snapshot(
+        self,
+        path: Path,
+        itr: int,
+        write: Callable[[dict[str, Any], dict[str, Callable[[], Any]] | None], Any],
+        extra: Mapping[str, Any] | None = None,
+    ) -> None:
+        """The snapshot of ``itr`` (with ``extra`` keys) for the checkpoint file ``path``,
+        handed to ``write(params, pickles)``; the replay buffer, with ``checkpoint_replay``,
+        is saved beside ``path`` first and the one of the previous snapshot there removed."""
         params = self.get_itr_snapshot(itr)
+        params.update(extra or {})
         params["snapshot_id"] = snapshot_id = uuid.uuid4().hex
         pickles = None
         if params["sampler_state"]:
@@ -463,30 +510,17 @@ class MinibatchRlBase:
             replay_file = _replay_path(path, snapshot_id)
             self.algo.save_replay(replay_file)
             params["replay_file"] = replay_file.name
-        logger.save_itr_params(itr, params, pickles)
+        write(params, pickles)
         if replay_file is not None:  # the older snapshot's replay, now unused
             for old in path.parent.glob(_replay_path(path, "*").name):
                 if old != replay_file:
                     old.unlink(missing_ok=True)
-        logger.log(f"Saved snapshot {path.name}.")
 
     def _check_checkpoint(self, checkpoint: Any, path: Path) -> Any:
         """Refuse a checkpoint this runner cannot continue, before any work; return the
         sampler's saved state (None when there is none to load)."""
-        if not isinstance(checkpoint, dict) or checkpoint.get("format") != CHECKPOINT_FORMAT:
-            raise ValueError(f"{str(path)!r} is not an rl_runners checkpoint (format 1)")
+        self._check_compatible(checkpoint, path)
         state = checkpoint["runner_state"]
-        for key in ("itr_batch_size", "log_interval_itrs"):
-            if state[key] != getattr(self, key):
-                raise ValueError(
-                    f"cannot resume from {str(path)!r}: it was saved with {key}={state[key]}, "
-                    f"this runner has {getattr(self, key)}"
-                )
-        replay_name = checkpoint.get("replay_file")
-        if replay_name is not None and not (path.parent / replay_name).is_file():
-            raise FileNotFoundError(
-                f"cannot resume from {str(path)!r}: its replay buffer {replay_name!r} is missing"
-            )
         if self.seed is not None and self.seed != state["seed"]:
             raise ValueError(
                 f"cannot resume from {str(path)!r} with seed={self.seed}: the run used "
@@ -498,6 +532,31 @@ class MinibatchRlBase:
                 f"{checkpoint['next_itr']}, beyond this runner's n_itr={self.n_itr} "
                 f"(n_steps={self.n_steps})"
             )
+        return self._saved_sampler_state(checkpoint, path)
+
+    def _check_compatible(self, checkpoint: Any, path: Path, action: str = "resume from") -> None:
+        """An rl_runners checkpoint of the same batch size and log interval, whose replay
+        buffer (if it has one) is in place (``action``: what the errors say was refused)."""
+        if not isinstance(checkpoint, dict) or checkpoint.get("format") != CHECKPOINT_FORMAT:
+            raise ValueError(f"{str(path)!r} is not an rl_runners checkpoint (format 1)")
+        state = checkpoint["runner_state"]
+        for key in ("itr_batch_size", "log_interval_itrs"):
+            if state[key] != getattr(self, key):
+                raise ValueError(
+                    f"cannot {action} {str(path)!r}: it was saved with {key}={state[key]}, "
+                    f"this runner has {getattr(self, key)}"
+                )
+        replay_name = checkpoint.get("replay_file")
+        if replay_name is not None and not (path.parent / replay_name).is_file():
+            raise FileNotFoundError(
+                f"cannot {action} {str(path)!r}: its replay buffer {replay_name!r} is missing"
+            )
+
+    def _saved_sampler_state(
+        self, checkpoint: dict[str, Any], path: Path, required: bool = True
+    ) -> Any:
+        """The sampler's state pickled beside ``path`` (None when there is none to load).
+        A missing or mismatched file is an error when ``required``, else a warning."""
         if not hasattr(self.sampler, "load_state_dict"):
             if checkpoint["sampler_state"]:
                 logger.log(
@@ -509,25 +568,39 @@ class MinibatchRlBase:
             logger.log("WARNING: the checkpoint holds no sampler state; environments start afresh.")
             return None
         sampler_file = companion_path(path, SAMPLER_STATE)
+        problem = None
         if not sampler_file.is_file():
-            raise FileNotFoundError(
-                f"cannot resume from {str(path)!r}: its sampler state {str(sampler_file)!r} "
-                "is missing"
-            )
-        with open(sampler_file, "rb") as f:
-            saved = pickle.load(f)
-        if saved.get("snapshot_id") != checkpoint["snapshot_id"]:
-            raise ValueError(
-                f"{str(sampler_file)!r} does not belong to {str(path)!r} (the run was "
-                "stopped between writing the two); resume from another snapshot"
-            )
+            problem = f"its sampler state {str(sampler_file)!r} is missing"
+            if required:
+                raise FileNotFoundError(f"cannot resume from {str(path)!r}: {problem}")
+        else:
+            with open(sampler_file, "rb") as f:
+                saved = pickle.load(f)
+            if saved.get("snapshot_id") != checkpoint["snapshot_id"]:
+                problem = f"{str(sampler_file)!r} does not belong to {str(path)!r}"
+                if required:
+                    raise ValueError(
+                        f"{problem} (the run was stopped between writing the two); resume "
+                        "from another snapshot"
+                    )
+        if problem is not None:
+            logger.log(f"WARNING: {problem}; the environments start afresh.")
+            return None
         return saved["state"]
 
-    def _restore(self, path: Path, checkpoint: dict[str, Any], sampler_state: Any) -> None:
+    def _restore(
+        self,
+        path: Path,
+        checkpoint: dict[str, Any],
+        sampler_state: Any,
+        load_optimizer: bool = True,
+    ) -> None:
         """After startup: load the checkpoint's states (random generators last, since
-        loading the others may draw from them) and drop later progress.csv rows."""
+        loading the others may draw from them; the optimizer's only if ``load_optimizer``)
+        and drop later progress.csv rows."""
         self.agent.load_state_dict(checkpoint["agent_state_dict"])
-        self.algo.load_optim_state_dict(checkpoint["optimizer_state_dict"])
+        if load_optimizer:
+            self.algo.load_optim_state_dict(checkpoint["optimizer_state_dict"])
         if getattr(self.algo, "update_counter", None) is not None:
             self.algo.update_counter = checkpoint["cum_updates"]
         if sampler_state is not None:
@@ -547,8 +620,24 @@ class MinibatchRlBase:
         self._load_runner_state(checkpoint["runner_state"])
         logger.truncate_tabular(checkpoint["runner_state"]["progress_rows"])
         set_rng_state(checkpoint["rng_state"])
+        self._start_time = self._last_time = time.time()  # (time before is in cum_time)
         self.pbar = ProgBarCounter(self.log_interval_itrs)
         logger.log(f"Resumed from {path} after {self._next_itr} iterations.")
+
+
+def _read_checkpoint(path: str | os.PathLike) -> tuple[Path, Any]:
+    """The checkpoint file ``path`` names (see ``find_checkpoint``) and its content, loaded
+    onto the CPU with ``torch.load(weights_only=True)``; a file that is not one is a
+    ValueError."""
+    checkpoint_path = find_checkpoint(path)
+    try:
+        checkpoint = torch.load(checkpoint_path, map_location="cpu", weights_only=True)
+    except Exception as e:  # (pickle, zip and weights-only errors alike)
+        raise ValueError(
+            f"{str(checkpoint_path)!r} is not a checkpoint that torch.load(weights_only=True) "
+            f"can read: {e}"
+        ) from e
+    return checkpoint_path, checkpoint
 
 
 def _replay_path(checkpoint: Path, snapshot_id: str) -> Path:

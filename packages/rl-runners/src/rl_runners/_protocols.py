@@ -9,12 +9,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+import torch
+
 __all__ = [
     "AgentProtocol",
     "AlgoProtocol",
     "AsyncAgentProtocol",
     "AsyncAlgoProtocol",
     "AsyncSamplerProtocol",
+    "InferenceAgentProtocol",
     "SamplerProtocol",
     "missing_methods",
 ]
@@ -65,6 +68,24 @@ class AgentProtocol(Protocol):
     def state_dict(self) -> Mapping[str, Any]: ...
 
     def load_state_dict(self, state_dict: Mapping[str, Any]) -> Any: ...
+
+
+@runtime_checkable
+class InferenceAgentProtocol(AgentProtocol, Protocol):
+    """An agent that can hand out its policy for deployment (optional: only
+    ``OnPolicyRunner.get_inference_policy`` calls it).
+
+    ``inference_policy()`` returns a ``torch.nn.Module`` mapping a batch of observations
+    ``[B, ...]`` (as the sampler gives them) to actions ``[B, ...]`` deterministically: the
+    mean of a Gaussian policy, the most likely action of a discrete one, with the agent's
+    observation normalisation applied.  A recurrent agent's module keeps its own hidden
+    state between calls (one per batch entry) and has ``reset()`` to start new episodes.
+    The runner calls it without arguments (optional ones, such as rl_agents' ``device``, keep
+    their defaults) and copies the module, so it may share its parameters with the agent's
+    model.
+    """
+
+    def inference_policy(self) -> torch.nn.Module: ...
 
 
 @runtime_checkable
