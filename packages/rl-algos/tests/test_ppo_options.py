@@ -357,7 +357,9 @@ def _adapt_in_process(rank, store, results):
 
 
 def test_adaptive_learning_rate_agrees_across_real_processes(tmp_path):
-    context = torch.multiprocessing.get_context("spawn")
+    # fork: the per-package test session imports this module as tests.test_ppo_options, a
+    # name a spawned child could not import.
+    context = torch.multiprocessing.get_context("fork")
     results = context.Queue()
     store = tmp_path / "store"
     workers = [

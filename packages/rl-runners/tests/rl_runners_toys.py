@@ -6,6 +6,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import random
+import signal
 import time
 from collections import namedtuple
 from types import SimpleNamespace
@@ -13,8 +14,10 @@ from typing import Any
 
 import numpy as np
 import torch
+import torch.distributed as dist
 
 from rl_arrays import np_mp_array
+from rl_runners import SyncRl
 
 OBS_DIM = 3
 OptInfo = namedtuple("OptInfo", ["loss", "gradNorm"])
@@ -525,3 +528,49 @@ def make_policy(sampler_kwargs=None, algo_kwargs=None):
     """A fresh (algo, ToyPolicyAgent, ToySampler), the weights drawn from a fixed seed."""
     torch.manual_seed(0)
     return ToyAlgo(**(algo_kwargs or {})), ToyPolicyAgent(), ToySampler(**(sampler_kwargs or {}))
+
+
+# ------------------------------------------------- SyncRl (here: spawned ranks import them)
+
+
+class RankedToySampler(ToySampler):
+    """Each rank draws its own data; ``fail_rank`` fails at ``fail_at`` (by raising, or
+    ``kill=True``: by killing its own process)."""
+
+    def __init__(self, *args, fail_rank=None, kill=False, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fail_rank, self.kill = fail_rank, kill
+
+    def initialize(self, agent, affinity=None, seed=None, rank=0, world_size=1, **kwargs):
+        examples = super().initialize(agent, affinity, seed, rank=rank, world_size=world_size)
+        self.rng = np.random.default_rng([seed, rank])
+        self.rank = rank
+        if self.fail_rank != rank:
+            self.fail_at = None
+        return examples
+
+    def obtain_samples(self, itr):
+        if itr == self.fail_at and self.kill:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return super().obtain_samples(itr)
+
+
+class DdpToyAgent(ToyAgent):
+    def data_parallel(self):
+        self.model = torch.nn.parallel.DistributedDataParallel(self.model)
+
+    def state_dict(self):
+        return getattr(self.model, "module", self.model).state_dict()
+
+
+class CheckedSyncRl(SyncRl):
+    """Records, on rank 0, the largest parameter difference between ranks at each row."""
+
+    def _log_interval(self, itr):
+        params = torch.cat([p.detach().flatten() for p in self.agent.parameters()])
+        everyone = [torch.empty_like(params) for _ in range(self.world_size)]
+        dist.all_gather(everyone, params)
+        self.param_gaps = getattr(self, "param_gaps", [])
+        self.param_gaps.append(max(float((p - params).abs().max()) for p in everyone))
+        self.param_norms = [*getattr(self, "param_norms", []), float(params.norm())]
+        super()._log_interval(itr)

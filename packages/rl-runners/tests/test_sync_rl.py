@@ -4,64 +4,18 @@ from __future__ import annotations
 
 import csv
 import os
-import signal
 import subprocess
 import sys
 import textwrap
 import time
 from pathlib import Path
 
-import numpy as np
 import psutil
 import pytest
 import torch
-import torch.distributed as dist
-from rl_runners_toys import ToyAgent, ToyAlgo, ToySampler
+from rl_runners_toys import CheckedSyncRl, DdpToyAgent, RankedToySampler, ToyAgent, ToyAlgo
 
 from rl_runners import SyncRl, SyncRlEval, find_port, logger_context
-
-
-class RankedToySampler(ToySampler):
-    """Each rank draws its own data; ``fail_rank`` fails at ``fail_at`` (by raising, or
-    ``kill=True``: by killing its own process)."""
-
-    def __init__(self, *args, fail_rank=None, kill=False, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.fail_rank, self.kill = fail_rank, kill
-
-    def initialize(self, agent, affinity=None, seed=None, rank=0, world_size=1, **kwargs):
-        examples = super().initialize(agent, affinity, seed, rank=rank, world_size=world_size)
-        self.rng = np.random.default_rng([seed, rank])
-        self.rank = rank
-        if self.fail_rank != rank:
-            self.fail_at = None
-        return examples
-
-    def obtain_samples(self, itr):
-        if itr == self.fail_at and self.kill:
-            os.kill(os.getpid(), signal.SIGKILL)
-        return super().obtain_samples(itr)
-
-
-class DdpToyAgent(ToyAgent):
-    def data_parallel(self):
-        self.model = torch.nn.parallel.DistributedDataParallel(self.model)
-
-    def state_dict(self):
-        return getattr(self.model, "module", self.model).state_dict()
-
-
-class CheckedSyncRl(SyncRl):
-    """Records, on rank 0, the largest parameter difference between ranks at each row."""
-
-    def _log_interval(self, itr):
-        params = torch.cat([p.detach().flatten() for p in self.agent.parameters()])
-        everyone = [torch.empty_like(params) for _ in range(self.world_size)]
-        dist.all_gather(everyone, params)
-        self.param_gaps = getattr(self, "param_gaps", [])
-        self.param_gaps.append(max(float((p - params).abs().max()) for p in everyone))
-        self.param_norms = [*getattr(self, "param_norms", []), float(params.norm())]
-        super()._log_interval(itr)
 
 
 def _rows(run_dir: Path) -> list[dict[str, str]]:
@@ -182,7 +136,7 @@ def test_the_same_script_runs_under_torchrun(tmp_path):
             f"""
             import contextlib, os, sys
             sys.path.insert(0, {str(Path(__file__).parent)!r})
-            from test_sync_rl import CheckedSyncRl, DdpToyAgent, RankedToySampler, ToyAlgo
+            from rl_runners_toys import CheckedSyncRl, DdpToyAgent, RankedToySampler, ToyAlgo
             from rl_runners import logger_context
 
             runner = CheckedSyncRl(
