@@ -35,6 +35,7 @@ TEST_SPECS = [
     "rl-samplers",
     "rl-samplers[atari]",
     "rl-agents",
+    "rl-agents[onnx]",  # export_policy(format="onnx"), run with onnxruntime
     "rl-algos",
     "rl-runners",
     "rl-launch",
@@ -237,7 +238,7 @@ def benchmarks(session: nox.Session) -> None:
     _install(session, "rl-suite")
     # The peers the benchmarks compare against, installed here only and never declared by a
     # package; named with torch so that pip keeps the CPU build instead of pulling another one.
-    peers = ["stable-baselines3"]
+    peers = ["stable-baselines3", "rsl-rl-lib"]
     # MuJoCo for sac_halfcheetah.py, matplotlib for the curves it draws.
     session.install(TORCH, *peers, "gymnasium[mujoco]", "matplotlib")
     scripts = sorted((ROOT / "benchmarks").glob("*.py"))

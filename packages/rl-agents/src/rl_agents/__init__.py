@@ -56,6 +56,7 @@ from ._dqn_models import (
     DuelingHeadModel,
     R2d1MlpModel,
 )
+from ._inference import InferencePolicy, RecurrentInferencePolicy, export_policy
 from ._model_components import Conv2dHeadModel, Conv2dModel, MlpModel, RunningMeanStdModel
 from ._model_utils import (
     ScaleGrad,
@@ -98,6 +99,7 @@ from ._pg_models import (
 )
 from ._qpg_agents import AgentInfoDdpg, AgentInfoSac, DdpgAgent, SacAgent, Td3Agent
 from ._qpg_models import MuMlpModel, PiMlpModel, QofMuMlpModel
+from ._weights import load_weights
 
 __version__ = version("rl-agents")
 
@@ -158,6 +160,7 @@ __all__ = [
     "EpsilonGreedyAgentMixin",
     "Gaussian",
     "GaussianPgAgent",
+    "InferencePolicy",
     "MlpModel",
     "MuMlpModel",
     "MujocoFfAgent",
@@ -175,6 +178,7 @@ __all__ = [
     "RecurrentCategoricalPgAgentBase",
     "RecurrentGaussianPgAgent",
     "RecurrentGaussianPgAgentBase",
+    "RecurrentInferencePolicy",
     "RnnState",
     "RunningMeanStdModel",
     "SacAgent",
@@ -185,6 +189,8 @@ __all__ = [
     "VectorDqnAgent",
     "VectorR2d1Agent",
     "conv2d_output_shape",
+    "export_policy",
+    "load_weights",
     "scale_grad",
     "strip_ddp_state_dict",
     "update_state_dict",

@@ -27,6 +27,7 @@ import torch.nn.functional as F
 
 from rl_arrays import infer_leading_dims, namedarraytuple, restore_leading_dims, to_onehot
 
+from ._inference import agent_inference_policy
 from ._model_components import MlpModel, RunningMeanStdModel
 from ._pg_agents import (
     CategoricalPgAgent,
@@ -401,6 +402,13 @@ class _AsymmetricSpaces:
 
     def _model_prev_action(self, prev_action: torch.Tensor) -> torch.Tensor:
         return prev_action
+
+    def inference_policy(self, device: Any = "cpu") -> torch.nn.Module:
+        """The actor alone, on the actor's observation ``[B, ...]``: a frozen copy of its
+        normalisation statistics, torso (and LSTM) and head, acting as
+        ``deterministic_eval`` does (the critic is left out; see ``export_policy``)."""
+        rule = "softmax_argmax" if self.policy == "categorical" else "mean"
+        return agent_inference_policy(self, rule, device, actor_only=True)
 
 
 class AsymmetricCategoricalPgAgent(_AsymmetricSpaces, CategoricalPgAgent):

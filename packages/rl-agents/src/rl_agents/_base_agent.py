@@ -252,6 +252,15 @@ class BaseAgent(abc.ABC):
     def reset_one(self, idx: int) -> None:  # noqa: B027 (a real no-op, as reset)
         """Forget the per-episode state of environment ``idx`` (none here)."""
 
+    def inference_policy(self, device: Any = "cpu") -> torch.nn.Module:
+        """A standalone copy of the deterministic policy, for deployment and
+        ``export_policy`` (see ``rl_agents.InferencePolicy``); agents that support it
+        override this."""
+        raise NotImplementedError(
+            f"{type(self).__name__} has no inference_policy(): only the policy-gradient, "
+            "DQN-family and Q-policy-gradient agents of rl_agents make one"
+        )
+
     # --------------------------------------------------------- state and params
 
     def state_dict(self) -> dict[str, Any]:

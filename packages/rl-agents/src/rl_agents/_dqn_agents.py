@@ -37,6 +37,7 @@ from ._dqn_models import (
     DqnMlpModel,
     R2d1MlpModel,
 )
+from ._inference import agent_inference_policy
 from ._model_utils import strip_ddp_state_dict, update_state_dict
 from ._pg_agents import AtariMixin, VectorCategoricalMixin
 
@@ -307,6 +308,12 @@ class DqnAgent(EpsilonGreedyAgentMixin, BaseAgent):
         action = self.distribution.sample(q)
         return buffer_to(AgentStep(action=action, agent_info=self._agent_info(q)), device="cpu")
 
+    def inference_policy(self, device: Any = "cpu") -> torch.nn.Module:
+        """A frozen copy of the model on ``device`` acting greedily (epsilon 0): the action
+        of highest Q-value (an ``InferencePolicy``, or for R2D1 a
+        ``RecurrentInferencePolicy``; see ``export_policy``)."""
+        return agent_inference_policy(self, "argmax", device)
+
     def update_target(self, tau: float = 1) -> None:
         """Copy the model into the target (``tau=1``) or move the target towards it,
         ``target = tau * model + (1 - tau) * target`` (Polyak averaging)."""
@@ -377,6 +384,11 @@ class CatDqnAgent(DqnAgent):
 
     def _q_output(self, output: torch.Tensor) -> torch.Tensor:
         return F.softmax(output, dim=-1)
+
+    def inference_policy(self, device: Any = "cpu") -> torch.nn.Module:
+        """As ``DqnAgent.inference_policy``, greedy in the expected value over the atoms
+        ``z`` as they are now (after the algorithm's ``give_V_min_max``)."""
+        return agent_inference_policy(self, "expected_argmax", device, atoms=self.z)
 
     def _agent_info(self, q: torch.Tensor) -> Any:
         return AgentInfoCatDqn(p=q)

@@ -22,6 +22,7 @@ from rl_arrays import AgentStep, buffer_func, buffer_method, buffer_to, namedarr
 
 from ._base_agent import AlternatingRecurrentAgentMixin, BaseAgent, RecurrentAgentMixin
 from ._distributions import Categorical, DistInfo, DistInfoStd, Gaussian
+from ._inference import agent_inference_policy
 from ._pg_models import (
     AtariFfModel,
     AtariLstmModel,
@@ -116,6 +117,10 @@ class _CategoricalPolicy(BaseAgent):
     def _greedy_action(self, dist_info: Any) -> torch.Tensor:
         return torch.argmax(dist_info.prob, dim=-1)
 
+    def _inference_rule(self) -> str:
+        """How ``inference_policy`` turns the model's first output into the action."""
+        return "argmax"
+
 
 class _GaussianPolicy(BaseAgent):
     """Continuous actions: the model outputs ``(mu, log_std, value[, rnn_state])`` and takes
@@ -142,6 +147,10 @@ class _GaussianPolicy(BaseAgent):
 
     def _greedy_action(self, dist_info: Any) -> torch.Tensor:
         return dist_info.mean
+
+    def _inference_rule(self) -> str:
+        """How ``inference_policy`` turns the model's first output into the action."""
+        return "mean"
 
 
 # ----------------------------------------------------------------------- acting
@@ -176,6 +185,12 @@ class _PgActing(BaseAgent):
             (observation, prev_action, prev_reward), device=self.device
         )
         return observation, self._model_prev_action(prev_action), prev_reward  # type: ignore[attr-defined]
+
+    def inference_policy(self, device: Any = "cpu") -> torch.nn.Module:
+        """A frozen copy of the policy on ``device`` that acts as ``deterministic_eval``
+        does: the most probable action, or the Gaussian mean (an ``InferencePolicy``, or a
+        ``RecurrentInferencePolicy`` keeping the recurrent state; see ``export_policy``)."""
+        return agent_inference_policy(self, self._inference_rule(), device)  # type: ignore[attr-defined]
 
 
 class _FeedForwardPg(_PgActing):

@@ -35,6 +35,7 @@ from rl_arrays import AgentStep, buffer_to, namedarraytuple
 
 from ._base_agent import BaseAgent
 from ._distributions import DistInfoStd, Gaussian
+from ._inference import agent_inference_policy
 from ._model_utils import strip_ddp_state_dict, update_state_dict
 from ._qpg_models import LOG_STD_MAX, LOG_STD_MIN, MuMlpModel, PiMlpModel, QofMuMlpModel
 
@@ -328,6 +329,11 @@ class DdpgAgent(_QpgAgent):
     def _target_pairs(self) -> list[tuple[torch.nn.Module, torch.nn.Module]]:
         return [(self.target_model, self._plain_model()), (self.target_q_model, self.q_model)]
 
+    def inference_policy(self, device: Any = "cpu") -> torch.nn.Module:
+        """A frozen copy of the policy on ``device`` acting as in eval mode: ``mu`` mapped
+        onto the action space's [low, high] (an ``InferencePolicy``; see ``export_policy``)."""
+        return agent_inference_policy(self, "scaled", device, bounds=self._bounds())
+
     def mu_parameters(self) -> Iterator[torch.nn.Parameter]:
         """The policy's parameters, for the mu optimizer."""
         return self.parameters()
@@ -495,6 +501,12 @@ class SacAgent(_QpgAgent):
 
     def _target_pairs(self) -> list[tuple[torch.nn.Module, torch.nn.Module]]:
         return [(self.target_q1_model, self.q1_model), (self.target_q2_model, self.q2_model)]
+
+    def inference_policy(self, device: Any = "cpu") -> torch.nn.Module:
+        """A frozen copy of the policy on ``device`` acting as in eval mode: ``tanh(mean)``
+        mapped onto the action space's [low, high] (an ``InferencePolicy``; see
+        ``export_policy``)."""
+        return agent_inference_policy(self, "tanh_scaled", device, bounds=self._bounds())
 
     def pi_parameters(self) -> Iterator[torch.nn.Parameter]:
         """The policy's parameters, for the pi optimizer."""

@@ -1,7 +1,8 @@
 """rl-arrays: namedarraytuple, buffers and array utilities for [T, B] data.
 
 Depends on numpy only; the torch helpers (``torchify_buffer``, ``buffer_to``, torch
-dtypes in ``zeros`` / ``empty``) need PyTorch and say so when it is missing.
+dtypes in ``zeros`` / ``empty``, tensors in ``compress_normalized_image`` /
+``decompress_image``) need PyTorch and say so when it is missing.
 """
 
 from importlib.metadata import version as _version
@@ -42,6 +43,7 @@ from ._collections import (
     namedarraytuple,
     namedarraytuple_like,
 )
+from ._compress import compress_normalized_image, decompress_image
 from ._samples import (
     AgentInputs,
     AgentInputsRnn,
@@ -80,6 +82,8 @@ __all__ = [
     "buffer_method",
     "buffer_to",
     "build_array",
+    "compress_normalized_image",
+    "decompress_image",
     "empty",
     "extract_sequences",
     "from_onehot",

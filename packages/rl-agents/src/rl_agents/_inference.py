@@ -1,0 +1,743 @@
+"""Deployable policies: the acting part of a trained agent as a standalone module, and its
+export to TorchScript or ONNX.
+
+``agent.inference_policy()`` returns an ``InferencePolicy`` (feed-forward agents) or a
+``RecurrentInferencePolicy`` (recurrent agents): a copy of the weights the agent acts with,
+in eval mode and without gradients, holding no reference to the agent, that maps a batch of
+observations ``[B, ...]`` to the actions the agent takes in deterministic evaluation:
+
+* categorical policy-gradient agents: the most probable action; DQN and R2D1: the action
+  of highest Q-value; categorical DQN: the highest expected value ``sum(p * z)`` over the
+  atoms ``z`` set when the policy was made; all int64 ``[B]``;
+* Gaussian policy-gradient agents: the mean ``[B, A]``, in the model's units, neither
+  clipped nor rescaled (what their ``deterministic_eval=True`` step takes);
+* DDPG and TD3: ``mu``, SAC: ``tanh(mean)``, mapped onto the action space's ``[low,
+  high]`` as their ``step`` does in eval mode, ``[B, A]``;
+* asymmetric actor-critic agents: the actor alone, on the actor's observation (the
+  critic's weights are left out: a deployed policy has no privileged observation).
+
+Observation normalisation happens inside the models, so the copy carries the statistics
+(as they were when the policy was made) and applies them.
+
+Recurrent policies keep their state as buffers sized to the batch at the first call: the
+LSTM state ``h`` and ``c`` ``[num_layers, B, hidden_size]`` and the previous action (the
+models read it at each step; integer actions are one-hot encoded as the agent encodes
+them). The previous reward, which the models also read, comes from the caller:
+``policy(observation, prev_reward)``; without it the policy uses zeros (a deployment
+without a reward signal). ``reset()`` zeroes the state of every environment and
+``reset(env_mask)`` that of the environments where ``env_mask`` is true or non-zero, as
+the agent's ``reset`` / ``reset_one`` with the sampler's zero previous action and reward
+after an environment reset. A call with another batch size than the state's starts from
+zeros.
+
+``export_policy(agent_or_policy, path, format)`` writes
+
+* ``"torchscript"``: a ``torch.jit.load``-able module with the same interface as the
+  Python policy (``forward(observation)``, recurrent ``forward(observation,
+  prev_reward=None)``, ``reset(env_mask=None)``) and the recurrent state inside. The model
+  is traced (our models read shapes in Python), so the exported module serves the batch
+  size of the example observation only, and says so when called with another;
+* ``"onnx"`` (needs the ``onnx`` extra: ``pip install 'rl-agents[onnx]'``): a graph of a
+  fixed batch size as well. ONNX has no state, so a recurrent graph takes the state and
+  returns the next one explicitly: inputs ``observation``, ``h``, ``c``, ``prev_action``,
+  ``prev_reward``, outputs ``action``, ``h_out``, ``c_out``; the caller feeds ``action``,
+  ``h_out`` and ``c_out`` back at the next step and zeroes them (and the reward) for an
+  environment whose episode restarts. A feed-forward graph maps ``observation`` to
+  ``action``.
+"""
+
+import contextlib
+import copy
+import os
+import warnings
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from ._dqn_models import DistributionalDuelingHeadModel, DuelingHeadModel
+
+__all__ = ["InferencePolicy", "RecurrentInferencePolicy", "export_policy"]
+
+_FORMATS = ("torchscript", "onnx")
+_ONNX_EXTRA = "pip install 'rl-agents[onnx]'"
+
+# How the first model output becomes the action (see _ActionSelector).
+_RULES = ("argmax", "softmax_argmax", "mean", "expected_argmax", "scaled", "tanh_scaled")
+
+
+# ----------------------------------------------------------------- building blocks
+
+
+class _ActionSelector(torch.nn.Module):
+    """The deterministic action from a model's first output:
+
+    * ``argmax``: of probabilities or Q-values ``[B, A]``;
+    * ``softmax_argmax``: of the softmax of logits (the agent takes the argmax of the
+      probabilities, so the same ops are applied here, ties included);
+    * ``mean``: the output as it is;
+    * ``expected_argmax``: of ``softmax(logits [B, A, n_atoms]) . atoms``;
+    * ``scaled`` / ``tanh_scaled``: [-1, 1] actions (after a tanh) mapped onto ``[low,
+      high]``, clamped, as the Q-policy-gradient agents' ``step`` does.
+    """
+
+    def __init__(
+        self,
+        rule: str,
+        atoms: torch.Tensor | None = None,
+        low: torch.Tensor | None = None,
+        high: torch.Tensor | None = None,
+    ):
+        super().__init__()
+        if rule not in _RULES:
+            raise ValueError(f"rule must be one of {_RULES}, got {rule!r}")
+        self.rule = rule
+        if rule == "expected_argmax":
+            if atoms is None:
+                raise ValueError("rule 'expected_argmax' needs the atom values")
+            self.register_buffer("atoms", atoms.detach().clone())
+        if rule in ("scaled", "tanh_scaled"):
+            if low is None or high is None:
+                raise ValueError(f"rule {rule!r} needs the action bounds low and high")
+            self.register_buffer("low", low.detach().clone())
+            self.register_buffer("high", high.detach().clone())
+
+    def forward(self, output: torch.Tensor) -> torch.Tensor:
+        if self.rule == "argmax":
+            return torch.argmax(output, dim=-1)
+        if self.rule == "softmax_argmax":
+            return torch.argmax(F.softmax(output, dim=-1), dim=-1)
+        if self.rule == "mean":
+            return output
+        if self.rule == "expected_argmax":
+            p = F.softmax(output, dim=-1)
+            q = torch.tensordot(p, self.atoms.to(dtype=p.dtype), dims=1)
+            return torch.argmax(q, dim=-1)
+        if self.rule == "tanh_scaled":
+            output = torch.tanh(output)
+        low, high = self.low.to(output.dtype), self.high.to(output.dtype)
+        return torch.clamp(low + (output + 1) * ((high - low) / 2), low, high)
+
+
+class _PrevActionEncoder(torch.nn.Module):
+    """The previous action as the model takes it: integer actions one-hot encoded (float)
+    when ``onehot`` (the number of actions) is set, anything else as it is."""
+
+    def __init__(self, onehot: int):
+        super().__init__()
+        self.onehot = int(onehot)
+
+    def forward(self, action: torch.Tensor) -> torch.Tensor:
+        if self.onehot:
+            classes = torch.arange(self.onehot, device=action.device)
+            return (action.unsqueeze(-1) == classes).to(torch.float32)
+        return action
+
+
+def _first(outputs: Any) -> torch.Tensor:
+    """A model's first output (its only one when it returns a tensor)."""
+    return outputs if isinstance(outputs, torch.Tensor) else outputs[0]
+
+
+class _ModelCore(torch.nn.Module):
+    """A feed-forward agent model as ``observation [B, ...] -> action [B, ...]``. The
+    model also takes the previous action and reward, which feed-forward models do not read:
+    they get zeros (the null action, encoded as the agent encodes it)."""
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        select: _ActionSelector,
+        encoder: _PrevActionEncoder,
+        action_shape: Sequence[int],
+        action_dtype: torch.dtype,
+    ):
+        super().__init__()
+        self.model, self.select, self.encoder = model, select, encoder
+        self.action_shape = [int(s) for s in action_shape]
+        self.action_dtype = action_dtype
+
+    def forward(self, observation: torch.Tensor) -> torch.Tensor:
+        batch = observation.shape[0]
+        device = observation.device
+        prev_action = torch.zeros(
+            [batch, *self.action_shape], dtype=self.action_dtype, device=device
+        )
+        prev_reward = torch.zeros([batch], device=device)
+        outputs = self.model(observation, self.encoder(prev_action), prev_reward)
+        return self.select(_first(outputs))
+
+
+class _RecurrentModelCore(torch.nn.Module):
+    """A recurrent agent model with its state explicit: ``(observation, h, c, prev_action,
+    prev_reward) -> (action, h, c)``; the model's state is an ``(h, c)`` pair (as
+    ``RnnState``) in ``[num_layers, B, hidden_size]`` layout."""
+
+    def __init__(
+        self, model: torch.nn.Module, select: _ActionSelector, encoder: _PrevActionEncoder
+    ):
+        super().__init__()
+        self.model, self.select, self.encoder = model, select, encoder
+
+    def forward(
+        self,
+        observation: torch.Tensor,
+        h: torch.Tensor,
+        c: torch.Tensor,
+        prev_action: torch.Tensor,
+        prev_reward: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        *outputs, state = self.model(observation, self.encoder(prev_action), prev_reward, (h, c))
+        next_h, next_c = state
+        return self.select(outputs[0]), next_h, next_c
+
+
+class _ActorCore(torch.nn.Module):
+    """The actor branch of an asymmetric model (normalisation, MLP torso, head) as
+    ``actor observation [B, ...] -> action``."""
+
+    def __init__(self, branch: torch.nn.Module, select: _ActionSelector):
+        super().__init__()
+        self.branch, self.select = branch, select
+
+    def forward(self, observation: torch.Tensor) -> torch.Tensor:
+        features = self.branch.features(observation, 1, observation.shape[0])
+        return self.select(self.branch.head(features))
+
+
+class _RecurrentActorCore(torch.nn.Module):
+    """The actor branch of an asymmetric LSTM model with its state explicit, as
+    ``_RecurrentModelCore``; the LSTM reads the previous action and reward too."""
+
+    def __init__(
+        self, branch: torch.nn.Module, select: _ActionSelector, encoder: _PrevActionEncoder
+    ):
+        super().__init__()
+        self.branch, self.select, self.encoder = branch, select, encoder
+
+    def forward(
+        self,
+        observation: torch.Tensor,
+        h: torch.Tensor,
+        c: torch.Tensor,
+        prev_action: torch.Tensor,
+        prev_reward: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        batch = observation.shape[0]
+        dtype = self.branch.head.weight.dtype
+        extra = torch.cat(
+            [
+                self.encoder(prev_action).to(dtype).reshape(1, batch, -1),
+                prev_reward.to(dtype).reshape(1, batch, 1),
+            ],
+            dim=2,
+        )
+        features = self.branch.features(observation, 1, batch)
+        out, (next_h, next_c) = self.branch.recurrent(features, extra, 1, batch, (h, c))
+        return self.select(self.branch.head(out)), next_h, next_c
+
+
+# ------------------------------------------------------------------ the policies
+
+
+class InferencePolicy(torch.nn.Module):
+    """A feed-forward deployable policy: ``forward(observation [B, ...]) -> action [B, ...]``,
+    deterministic; ``reset(env_mask=None)`` does nothing (there is no state) and is there so
+    deployment code can treat every policy alike.
+
+    ``observation_shape`` and ``observation_dtype`` describe one environment's observation
+    (the default example for ``export_policy``); ``batch_size`` is -1 (any) except in an
+    exported module, which serves one batch size.
+    """
+
+    __jit_ignored_attributes__ = ["observation_dtype"]  # noqa: RUF012 (TorchScript reads a list)
+    observation_shape: list[int]
+
+    def __init__(
+        self,
+        core: torch.nn.Module,
+        observation_shape: Sequence[int],
+        observation_dtype: torch.dtype = torch.float32,
+        batch_size: int = -1,
+    ):
+        super().__init__()
+        self.core = core
+        self.observation_shape = [int(s) for s in observation_shape]
+        self.observation_dtype = observation_dtype
+        self.batch_size = int(batch_size)
+        self.eval()
+
+    def forward(self, observation: torch.Tensor) -> torch.Tensor:
+        if self.batch_size >= 0 and observation.shape[0] != self.batch_size:
+            raise RuntimeError(
+                "this exported policy serves batches of "
+                + str(self.batch_size)
+                + " observations, got "
+                + str(observation.shape[0])
+            )
+        return self.core(observation)
+
+    def reset(self, env_mask: torch.Tensor | None = None) -> None:
+        """Nothing to forget (feed-forward)."""
+
+
+class RecurrentInferencePolicy(torch.nn.Module):
+    """A recurrent deployable policy: ``forward(observation [B, ...], prev_reward [B] =
+    None) -> action [B, ...]``, deterministic, advancing the state it keeps (buffers ``h``
+    and ``c`` ``[num_layers, B, hidden_size]`` and ``prev_action`` ``[B, ...]``).
+
+    ``prev_reward`` is the reward the environments gave for the previous action (zeros
+    when not given). ``reset()`` zeroes the whole state, ``reset(env_mask)`` the state of
+    the environments where the ``[B]`` mask is true or non-zero (the caller gives zero
+    ``prev_reward`` there at the next step, as the sampler does after an environment
+    reset). The state is sized to the batch at the first call; a call with another batch
+    size starts from zeros. ``batch_size`` is -1 (any) except in an exported module.
+    """
+
+    __jit_ignored_attributes__ = ["observation_dtype"]  # noqa: RUF012 (TorchScript reads a list)
+    action_shape: list[int]
+    observation_shape: list[int]
+
+    def __init__(
+        self,
+        core: torch.nn.Module,
+        num_layers: int,
+        hidden_size: int,
+        action_shape: Sequence[int],
+        action_dtype: torch.dtype,
+        observation_shape: Sequence[int],
+        observation_dtype: torch.dtype = torch.float32,
+        batch_size: int = -1,
+        state_dtype: torch.dtype = torch.float32,
+        device: Any = None,
+    ):
+        super().__init__()
+        self.core = core
+        self.num_layers, self.hidden_size = int(num_layers), int(hidden_size)
+        self.action_shape = [int(s) for s in action_shape]
+        self.observation_shape = [int(s) for s in observation_shape]
+        self.observation_dtype = observation_dtype
+        self.batch_size = int(batch_size)
+        batch = max(self.batch_size, 0)
+        state = (self.num_layers, batch, self.hidden_size)
+        self.register_buffer("h", torch.zeros(state, dtype=state_dtype, device=device), False)
+        self.register_buffer("c", torch.zeros(state, dtype=state_dtype, device=device), False)
+        prev_action = torch.zeros([batch, *self.action_shape], dtype=action_dtype, device=device)
+        self.register_buffer("prev_action", prev_action, False)
+        self.eval()
+
+    def _zero_state(self, batch: int) -> None:
+        shape = [self.num_layers, batch, self.hidden_size]
+        self.h = torch.zeros(shape, dtype=self.h.dtype, device=self.h.device)
+        self.c = torch.zeros(shape, dtype=self.c.dtype, device=self.c.device)
+        self.prev_action = torch.zeros(
+            [batch] + self.action_shape,  # noqa: RUF005 (TorchScript has no unpacking)
+            dtype=self.prev_action.dtype,
+            device=self.prev_action.device,
+        )
+
+    def forward(
+        self,
+        observation: torch.Tensor,
+        prev_reward: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        batch = observation.shape[0]
+        if self.batch_size >= 0 and batch != self.batch_size:
+            raise RuntimeError(
+                "this exported policy serves batches of "
+                + str(self.batch_size)
+                + " observations, got "
+                + str(batch)
+            )
+        if self.h.shape[1] != batch:
+            self._zero_state(batch)
+        if prev_reward is None:
+            reward = torch.zeros([batch], dtype=self.h.dtype, device=self.h.device)
+        else:
+            reward = prev_reward.to(dtype=self.h.dtype, device=self.h.device).reshape([batch])
+        action, h, c = self.core(observation, self.h, self.c, self.prev_action, reward)
+        self.h = h
+        self.c = c
+        self.prev_action = action.clone()
+        return action
+
+    def reset(self, env_mask: torch.Tensor | None = None) -> None:
+        """Zero the state of every environment, or of those where ``env_mask`` ([B], bool
+        or numbers) is true / non-zero."""
+        self._reset(env_mask)
+
+    def _reset(self, env_mask: torch.Tensor | None) -> None:
+        if env_mask is None:
+            self._zero_state(self.h.shape[1])
+            return
+        mask = (env_mask != 0).reshape([-1]).to(self.h.device)
+        if self.h.shape[1] == 0:
+            return  # no state yet: the first call starts from zeros anyway
+        if mask.shape[0] != self.h.shape[1]:
+            raise RuntimeError(
+                "env_mask has "
+                + str(mask.shape[0])
+                + " entries for a state of "
+                + str(self.h.shape[1])
+                + " environments"
+            )
+        state_mask = mask.reshape([1, -1, 1])
+        self.h = torch.where(state_mask, torch.zeros_like(self.h), self.h)
+        self.c = torch.where(state_mask, torch.zeros_like(self.c), self.c)
+        action_mask = mask.reshape([-1] + [1] * len(self.action_shape))
+        self.prev_action = torch.where(
+            action_mask, torch.zeros_like(self.prev_action), self.prev_action
+        )
+
+
+# The forms written by export_policy: TorchScript compiles ``forward`` and what it calls,
+# and ``reset`` only when marked for export. The mark is set here, not on the Python
+# policies, because tracing a module with a method marked for export compiles (and then
+# needs TorchScript-readable annotations in) every module inside it.
+
+
+class _ExportedInferencePolicy(InferencePolicy):
+    @torch.jit.export
+    def reset(self, env_mask: torch.Tensor | None = None) -> None:
+        """Nothing to forget (feed-forward)."""
+
+
+class _ExportedRecurrentInferencePolicy(RecurrentInferencePolicy):
+    @torch.jit.export
+    def reset(self, env_mask: torch.Tensor | None = None) -> None:
+        """Zero the state of every environment, or of those where ``env_mask`` is set."""
+        self._reset(env_mask)
+
+
+# ------------------------------------------------------------- made from agents
+
+
+class _DuelingHead(DuelingHeadModel):
+    """``DuelingHeadModel`` without the gradient scaling into its input: ``ScaleGrad`` is
+    the identity in the forward pass and, a Python autograd function, cannot be held by
+    TorchScript."""
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        advantage = self.advantage(input)
+        return self.value(input) + (advantage - advantage.mean(dim=-1, keepdim=True))
+
+
+class _DistributionalDuelingHead(DistributionalDuelingHeadModel):
+    """``DistributionalDuelingHeadModel`` without the gradient scaling (as ``_DuelingHead``)."""
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        advantage = self.advantage(input)
+        value = self.value(input).unsqueeze(-2)
+        return value + (advantage - advantage.mean(dim=-2, keepdim=True))
+
+
+_FORWARD_ONLY = {
+    DuelingHeadModel: _DuelingHead,
+    DistributionalDuelingHeadModel: _DistributionalDuelingHead,
+}
+
+
+def _frozen_copy(module: torch.nn.Module, device: Any) -> torch.nn.Module:
+    """A copy of ``module`` on ``device``, in eval mode, without gradients; its dueling
+    heads compute the same forward pass without the gradient scaling."""
+    module = copy.deepcopy(module).to(device)
+    for sub in module.modules():
+        forward_only = _FORWARD_ONLY.get(type(sub))
+        if forward_only is not None:
+            sub.__class__ = forward_only
+    return module.eval().requires_grad_(False)
+
+
+def _torch_dtype(dtype: Any, default: torch.dtype = torch.float32) -> torch.dtype:
+    """A space's dtype (numpy or torch) as a torch dtype; ``default`` when unknown."""
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    name = getattr(dtype, "name", None) or (dtype if isinstance(dtype, str) else None)
+    candidate = getattr(torch, str(name), None) if name else None
+    return candidate if isinstance(candidate, torch.dtype) else default
+
+
+def _observation_spec(space: Any, actor_part: bool) -> tuple[tuple[int, ...], torch.dtype]:
+    shape = getattr(space, "shape", None)
+    if actor_part:
+        shape = getattr(shape, "actor", None)
+    if shape is None:
+        raise ValueError(f"the observation space has no usable shape: {space!r}")
+    dtype = getattr(space, "dtype", None)
+    if actor_part:
+        dtype = getattr(dtype, "actor", dtype)
+    return tuple(int(s) for s in shape), _torch_dtype(dtype)
+
+
+def _action_spec(agent: Any) -> tuple[tuple[int, ...], torch.dtype, int]:
+    """(shape, dtype, one-hot size or 0) of one environment's action as the policy keeps
+    it; the one-hot size is the number of actions when the agent hands its model one-hot
+    previous actions (found by asking the agent to encode one)."""
+    space = agent.env_spaces.action
+    n = getattr(space, "n", None)
+    if n is None:
+        return (int(space.shape[0]),), torch.float32, 0
+    encode = getattr(agent, "_model_prev_action", None)
+    onehot = 0
+    if encode is not None:
+        probe = torch.zeros(1, dtype=torch.int64, device=agent.device)
+        onehot = int(n) if encode(probe).ndim == 2 else 0
+    return (), torch.int64, onehot
+
+
+def _require_initialized(agent: Any) -> torch.nn.Module:
+    if getattr(agent, "model", None) is None:
+        raise RuntimeError(f"{type(agent).__name__} has no model yet: call initialize() first")
+    return agent._plain_model()
+
+
+def _probe_state(
+    core: torch.nn.Module, observation_shape: tuple[int, ...], action_spec: tuple, device: Any
+) -> tuple[int, int, torch.dtype]:
+    """(num_layers, hidden_size, dtype) of a recurrent model's state, from one step of the
+    model from zeros."""
+    action_shape, action_dtype, _ = action_spec
+    model, encoder = core.model, core.encoder  # type: ignore[union-attr]
+    with torch.no_grad():
+        outputs = model(
+            torch.zeros((1, *observation_shape), device=device),
+            encoder(torch.zeros((1, *action_shape), dtype=action_dtype, device=device)),
+            torch.zeros(1, device=device),
+            None,
+        )
+    state = outputs[-1]
+    fields = tuple(state)
+    if len(fields) != 2 or fields[0].ndim != 3:
+        raise TypeError(
+            "a recurrent inference policy needs a model whose state is an (h, c) pair in "
+            f"[num_layers, B, hidden_size] layout (as RnnState), got {type(state).__name__}"
+        )
+    h = fields[0]
+    return int(h.shape[0]), int(h.shape[2]), h.dtype
+
+
+def agent_inference_policy(
+    agent: Any,
+    rule: str,
+    device: Any = "cpu",
+    atoms: torch.Tensor | None = None,
+    bounds: tuple[torch.Tensor, torch.Tensor] | None = None,
+    actor_only: bool = False,
+) -> InferencePolicy | RecurrentInferencePolicy:
+    """The deployable policy of ``agent`` (what its ``inference_policy`` returns): a frozen
+    copy of its model (``actor_only``: of the asymmetric model's actor branch) whose first
+    output becomes the action by ``rule`` (see ``_ActionSelector``)."""
+    model = _require_initialized(agent)
+    device = torch.device(device)
+    low, high = (None, None) if bounds is None else bounds
+    select = _ActionSelector(rule, atoms=atoms, low=low, high=high).to(device)
+    action_spec = _action_spec(agent)
+    action_shape, action_dtype, onehot = action_spec
+    encoder = _PrevActionEncoder(onehot)
+    observation_shape, observation_dtype = _observation_spec(
+        agent.env_spaces.observation, actor_only
+    )
+    recurrent = bool(getattr(agent, "recurrent", False))
+    if actor_only:
+        # The asymmetric model one-hot encodes integer actions itself: so does its actor here.
+        if onehot == 0 and not action_dtype.is_floating_point:
+            encoder = _PrevActionEncoder(int(agent.env_spaces.action.n))
+        branch = _frozen_copy(model.actor, device)  # type: ignore[union-attr]
+        if not recurrent:
+            core: torch.nn.Module = _ActorCore(branch, select)
+            return InferencePolicy(core, observation_shape, observation_dtype)
+        lstm = branch.lstm
+        core = _RecurrentActorCore(branch, select, encoder)
+        num_layers, hidden_size, state_dtype = (
+            lstm.num_layers,
+            lstm.hidden_size,
+            lstm.weight_ih_l0.dtype,
+        )
+    else:
+        model = _frozen_copy(model, device)
+        if not recurrent:
+            core = _ModelCore(model, select, encoder, action_shape, action_dtype)
+            return InferencePolicy(core, observation_shape, observation_dtype)
+        core = _RecurrentModelCore(model, select, encoder)
+        num_layers, hidden_size, state_dtype = _probe_state(
+            core, observation_shape, action_spec, device
+        )
+    if action_dtype.is_floating_point:
+        action_dtype = state_dtype
+    return RecurrentInferencePolicy(
+        core,
+        num_layers,
+        hidden_size,
+        action_shape,
+        action_dtype,
+        observation_shape,
+        observation_dtype,
+        state_dtype=state_dtype,
+        device=device,
+    )
+
+
+# ------------------------------------------------------------------------ export
+
+
+def _policy_of(agent_or_policy: Any) -> InferencePolicy | RecurrentInferencePolicy:
+    if isinstance(agent_or_policy, (InferencePolicy, RecurrentInferencePolicy)):
+        return agent_or_policy
+    make = getattr(agent_or_policy, "inference_policy", None)
+    if make is None:
+        raise TypeError(
+            "export_policy needs an agent with inference_policy() or the InferencePolicy / "
+            f"RecurrentInferencePolicy it returns, got {type(agent_or_policy).__name__}"
+        )
+    return make()
+
+
+def _device_of(policy: torch.nn.Module) -> torch.device:
+    for tensor in (*policy.parameters(), *policy.buffers()):
+        return tensor.device
+    return torch.device("cpu")
+
+
+def _example(policy: Any, example_observation: Any) -> torch.Tensor:
+    """The example observation batch: as given (checked), or one zero observation."""
+    device = _device_of(policy)
+    shape = tuple(policy.observation_shape)
+    if example_observation is None:
+        return torch.zeros((1, *shape), dtype=policy.observation_dtype, device=device)
+    example = torch.as_tensor(example_observation, device=device)
+    if example.ndim != len(shape) + 1 or tuple(example.shape[1:]) != shape:
+        raise ValueError(
+            f"example_observation must be a batch [B, {', '.join(map(str, shape))}] of "
+            f"observations, got shape {tuple(example.shape)}"
+        )
+    if example.shape[0] < 1:
+        raise ValueError("example_observation must hold at least one observation")
+    return example
+
+
+def _require_onnx() -> None:
+    try:
+        import onnx  # noqa: F401
+        import onnxscript  # noqa: F401 (torch's ONNX exporter translates with it)
+    except ImportError as e:
+        raise ImportError(
+            "export_policy(format='onnx') needs the onnx and onnxscript packages, which are "
+            f"not installed; install rl-agents' onnx extra: {_ONNX_EXTRA}"
+        ) from e
+
+
+def _example_args(policy: Any, observation: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    if isinstance(policy, InferencePolicy):
+        return (observation,)
+    batch = observation.shape[0]
+    h = torch.zeros((policy.num_layers, batch, policy.hidden_size), dtype=policy.h.dtype)
+    action = torch.zeros((batch, *policy.action_shape), dtype=policy.prev_action.dtype)
+    reward = torch.zeros(batch, dtype=policy.h.dtype)
+    return tuple(x.to(observation.device) for x in (observation, h, h.clone(), action, reward))
+
+
+def _atomic(path: Path, write: Any) -> None:
+    """``write(temporary path)``, then rename it to ``path`` (nothing half-written)."""
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def _quiet_jit() -> Iterator[None]:
+    """Silences what tracing says about our models by design (Python ints read from shapes:
+    the batch size is fixed, which the exported module checks) and TorchScript's
+    deprecation notices."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)
+        warnings.filterwarnings("ignore", message=r".*torch\.jit\.\w+.* is deprecated")
+        yield
+
+
+def _export_torchscript(policy: Any, args: tuple[torch.Tensor, ...], path: Path) -> None:
+    batch = int(args[0].shape[0])
+    with _quiet_jit():
+        traced = torch.jit.trace(policy.core, args)
+        if isinstance(policy, InferencePolicy):
+            wrapper: torch.nn.Module = _ExportedInferencePolicy(
+                traced, policy.observation_shape, policy.observation_dtype, batch_size=batch
+            )
+        else:
+            wrapper = _ExportedRecurrentInferencePolicy(
+                traced,
+                policy.num_layers,
+                policy.hidden_size,
+                policy.action_shape,
+                policy.prev_action.dtype,
+                policy.observation_shape,
+                policy.observation_dtype,
+                batch_size=batch,
+                state_dtype=policy.h.dtype,
+                device=args[0].device,
+            )
+        scripted = torch.jit.script(wrapper)
+        _atomic(path, lambda tmp: torch.jit.save(scripted, str(tmp)))
+
+
+def _export_onnx(policy: Any, args: tuple[torch.Tensor, ...], path: Path) -> None:
+    if isinstance(policy, InferencePolicy):
+        names, outputs = ["observation"], ["action"]
+    else:
+        names = ["observation", "h", "c", "prev_action", "prev_reward"]
+        outputs = ["action", "h_out", "c_out"]
+    with warnings.catch_warnings():
+        # torch.export notes that nn.LSTM re-assigns its flat weights while exporting.
+        warnings.filterwarnings("ignore", message=r".*were assigned during export.*")
+        _atomic(
+            path,
+            lambda tmp: torch.onnx.export(
+                policy.core,
+                args,
+                str(tmp),
+                input_names=names,
+                output_names=outputs,
+                dynamo=True,
+                external_data=False,
+                verbose=False,
+            ),
+        )
+
+
+def export_policy(
+    agent_or_policy: Any,
+    path: str | os.PathLike,
+    format: str = "torchscript",
+    example_observation: Any = None,
+) -> Path:
+    """Write the deterministic policy of an agent (or an ``InferencePolicy`` /
+    ``RecurrentInferencePolicy`` from ``agent.inference_policy()``) to ``path``, as
+    ``format`` ``"torchscript"`` (load with ``torch.jit.load``) or ``"onnx"`` (needs the
+    ``onnx`` extra). Returns the path.
+
+    The module is traced on ``example_observation`` (a batch ``[B, ...]``; default one
+    zero observation of the space's dtype) and serves batches of that size B only. A
+    TorchScript module keeps a recurrent policy's state inside and has ``reset(env_mask=
+    None)``; an ONNX graph takes and returns the state (inputs ``observation, h, c,
+    prev_action, prev_reward``, outputs ``action, h_out, c_out``). See the module docs.
+    TorchScript is deprecated upstream (still supported by torch 2.x); ONNX is the format
+    with a future.
+    """
+    if format not in _FORMATS:
+        raise ValueError(f"format must be one of {_FORMATS}, got {format!r}")
+    if format == "onnx":
+        _require_onnx()
+    policy = _policy_of(agent_or_policy)
+    path = Path(path)
+    if not path.parent.is_dir():
+        raise FileNotFoundError(f"the folder of {str(path)!r} does not exist")
+    args = _example_args(policy, _example(policy, example_observation))
+    if format == "torchscript":
+        _export_torchscript(policy, args, path)
+    else:
+        _export_onnx(policy, args, path)
+    return path
