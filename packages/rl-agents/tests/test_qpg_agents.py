@@ -118,6 +118,13 @@ def test_step_gives_env_actions_within_the_box(cls, lead):
 
 
 @pytest.mark.parametrize("cls", AGENTS)
+def test_training_across_processes_is_refused(cls):
+    """Their Q networks would not be all-reduced: several processes would drift apart."""
+    with pytest.raises(NotImplementedError, match="does not train across processes"):
+        make(cls).data_parallel()
+
+
+@pytest.mark.parametrize("cls", AGENTS)
 def test_eval_acts_deterministically_with_the_scaled_policy_action(cls):
     agent = make(cls)
     agent.eval_mode(0)

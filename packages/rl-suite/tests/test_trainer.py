@@ -86,6 +86,13 @@ def _ctrl_c_raises_in_child() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+def test_q_value_policy_gradients_are_refused_several_processes(tmp_path, capsys):
+    code = main(["train", "sac", "--processes", "2", "--log-dir", str(tmp_path)])
+    assert code == 2
+    assert "does not work for sac" in capsys.readouterr().err
+    assert not (tmp_path / "run_0").exists()
+
+
 def test_two_processes_train_together_and_their_run_is_not_resumed(tmp_path, capsys):
     """--processes 2: one progress.csv (rank 0's), each iteration counting both processes'
     batches; resuming such a run is refused with a reason."""

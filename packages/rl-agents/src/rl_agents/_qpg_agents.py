@@ -180,6 +180,15 @@ class _QpgAgent(BaseAgent):
         """(target, online network) pairs that ``update_target`` moves."""
         raise NotImplementedError
 
+    def data_parallel(self) -> int | None:
+        """Not supported: the Q networks, trained by an optimizer of their own, would need
+        their gradients all-reduced too, and the policy loss runs them without training them.
+        Several processes of DDPG, TD3 or SAC would drift apart silently, so they are refused."""
+        raise NotImplementedError(
+            f"{type(self).__name__} does not train across processes (DistributedDataParallel): "
+            "run DDPG, TD3 and SAC in one process, or asynchronously (AsyncRl)"
+        )
+
     def give_min_itr_learn(self, min_itr_learn: int) -> None:
         """The algorithm's first learning iteration: sampling before it uses ``pretrain_std``."""
         self._min_itr_learn.fill_(int(min_itr_learn))

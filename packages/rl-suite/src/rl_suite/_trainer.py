@@ -235,6 +235,14 @@ def _processes(config: dict[str, Any]) -> int:
     return processes
 
 
+def _check_processes(config: dict[str, Any], processes: int) -> None:
+    if (processes > 1 or _torchrun_rank() is not None) and config["algo"] in QPG_AGENTS:
+        raise ValueError(
+            f"runner.processes > 1 does not work for {config['algo']} (its Q networks are not "
+            "all-reduced); train it in one process, or with runner.asynchronous=True"
+        )
+
+
 def _asynchronous(config: dict[str, Any], processes: int) -> bool:
     asynchronous = config["runner"].get("asynchronous", False)
     if not isinstance(asynchronous, bool):
@@ -285,6 +293,7 @@ def build(config: dict[str, Any], affinity: dict[str, Any] | None = None) -> Any
         raise ValueError(f"sampler.kind must be one of {', '.join(SAMPLER_CLASSES)}, got {kind!r}")
     affinity = _affinity(config) if affinity is None else affinity
     processes = _processes(config)
+    _check_processes(config, processes)
     asynchronous = _asynchronous(config, processes)
     spaces = probe_spaces(config)
     agent = make_agent(config, spaces, config["agent"]["deterministic_eval"])
