@@ -152,3 +152,19 @@ def test_save_and_load_carry_the_ppo_agent_its_normaliser_and_optimizer(tmp_path
     without.close()
     assert_same(saved["agent_state_dict"], kept["agent_state_dict"])
     assert kept["optimizer_state_dict"]["optimizer"]["state"] == {}  # a fresh Adam
+
+
+def test_a_gaussian_agent_trains_from_the_batched_sampler(tmp_path):
+    """The continuous-action path (MujocoFfAgent on TorchPendulum): the batch the sampler
+    writes must hold no autograd history, or PPO's second minibatch would fail."""
+    sampler = rl_samplers.BatchedSampler(rl_samplers.TorchPendulum, batch_T=16, batch_B=32)
+    runner = OnPolicyRunner(
+        rl_algos.PPO(**PPO_KWARGS),
+        rl_agents.MujocoFfAgent(),
+        sampler,
+        seed=0,
+        log_interval_steps=16 * 32,
+    )
+    with logger_context(tmp_path, 0, "gaussian"), runner:
+        runner.learn(3)
+    assert runner.current_learning_iteration == 3

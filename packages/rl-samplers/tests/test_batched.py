@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 import torch
 from gymnasium.vector import AutoresetMode
-from sampler_toys import EchoAgent, leaves
+from sampler_toys import AgentInfo, EchoAgent, leaves
 
+from rl_arrays import AgentStep
 from rl_samplers import BatchedSampler, BatchEnv, FloatBox, IntBox, SerialSampler, TrajInfo, make
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
@@ -115,6 +116,25 @@ def test_torch_batch_env_steps_are_real_transitions_on_its_device(device):
         for start, end in itertools.pairwise(ends):
             ret = reward[start + 1 : end + 1, b].sum().item()
             assert any(i.Length == end - start and i.Return == pytest.approx(ret) for i in infos)
+    sampler.shutdown()
+
+
+class GradAgent(EchoAgent):
+    """Values that carry autograd history however they are made (a learned parameter
+    broadcast into the output, as a Gaussian model's log_std can be)."""
+
+    def step(self, observation, prev_action, prev_reward):
+        with torch.enable_grad():
+            weight = torch.ones((), requires_grad=True)
+            action, info = super().step(observation, prev_action, prev_reward)
+            return AgentStep(action, AgentInfo(value=info.value * weight))
+
+
+def test_the_batch_holds_no_autograd_history():
+    sampler, _ = torch_sampler(T=4, B=2)
+    sampler.initialize(GradAgent(), seed=0, bootstrap_value=True)
+    samples, _ = sampler.obtain_samples(0)
+    assert not samples.agent.agent_info.value.requires_grad
     sampler.shutdown()
 
 

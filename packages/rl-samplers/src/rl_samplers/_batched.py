@@ -473,6 +473,7 @@ class BatchedSampler(BaseSampler):
         self._stats[done] = 0
         self._discount[done] = 1
 
+    @torch.no_grad()  # the batch must hold no autograd history (an agent's outputs may)
     def obtain_samples(self, itr: int) -> tuple[Any, list[TrajInfo]]:
         """One batch: ``(samples [T, B] on the env's device, completed trajectory infos)``."""
         agent_buf, env_buf = self.samples_pyt.agent, self.samples_pyt.env
