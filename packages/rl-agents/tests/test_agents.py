@@ -150,6 +150,23 @@ def test_stepping_equals_a_sequence_call_from_the_stored_state(cls, spaces, kwar
 
 
 @pytest.mark.parametrize(("cls", "spaces", "kwargs"), RECURRENT_AGENTS, ids=_ids(RECURRENT_AGENTS))
+def test_reset_done_is_reset_one_for_every_done_environment(cls, spaces, kwargs):
+    one_by_one, masked = (make_agent(cls, spaces, kwargs) for _ in range(2))
+    masked.load_state_dict(one_by_one.state_dict())
+    done = torch.zeros(B, dtype=torch.bool)
+    done[[0, 2]] = True
+    for agent in (one_by_one, masked):
+        agent.sample_mode(0)
+        agent.reset_done(done)  # no state yet: nothing to do
+        _step_sequence(agent, spaces, 2)
+    for idx in (0, 2):
+        one_by_one.reset_one(idx)
+    masked.reset_done(done)
+    for a, b in zip(one_by_one.prev_rnn_state, masked.prev_rnn_state, strict=True):
+        assert torch.equal(a, b) and not a[:, [0, 2]].any() and a[:, 1].any()
+
+
+@pytest.mark.parametrize(("cls", "spaces", "kwargs"), RECURRENT_AGENTS, ids=_ids(RECURRENT_AGENTS))
 def test_reset_one_zeroes_only_that_environment(cls, spaces, kwargs):
     agent = make_agent(cls, spaces, kwargs)
     agent.sample_mode(0)

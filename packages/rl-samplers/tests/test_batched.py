@@ -130,6 +130,24 @@ class GradAgent(EchoAgent):
             return AgentStep(action, AgentInfo(value=info.value * weight))
 
 
+class MaskResetAgent(EchoAgent):
+    """Takes the done environments as a mask (what recurrent agents do on a device)."""
+
+    def reset_done(self, done):
+        self.resets.append(done.clone())
+
+
+def test_done_environments_are_reset_by_mask_when_the_agent_can():
+    sampler, _ = torch_sampler(T=20, B=3)
+    agent = MaskResetAgent()
+    sampler.initialize(agent, seed=0)
+    agent.resets.clear()
+    samples, _ = sampler.obtain_samples(0)
+    assert len(agent.resets) == 20  # one call per step, the whole mask: no host read
+    assert torch.equal(torch.stack(agent.resets), samples.env.done)
+    sampler.shutdown()
+
+
 def test_the_batch_holds_no_autograd_history():
     sampler, _ = torch_sampler(T=4, B=2)
     sampler.initialize(GradAgent(), seed=0, bootstrap_value=True)

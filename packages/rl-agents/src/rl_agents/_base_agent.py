@@ -25,7 +25,7 @@ from typing import Any
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
-from rl_arrays import buffer_to
+from rl_arrays import buffer_func, buffer_to
 
 from ._model_utils import strip_ddp_state_dict
 
@@ -252,6 +252,10 @@ class BaseAgent(abc.ABC):
     def reset_one(self, idx: int) -> None:  # noqa: B027 (a real no-op, as reset)
         """Forget the per-episode state of environment ``idx`` (none here)."""
 
+    def reset_done(self, done: torch.Tensor) -> None:  # noqa: B027 (a real no-op, as reset)
+        """Forget the per-episode state of every environment where ``done`` [B] is True, on
+        ``done``'s device, without reading it on the host (none here)."""
+
     def inference_policy(self, device: Any = "cpu") -> torch.nn.Module:
         """A standalone copy of the deterministic policy, for deployment and
         ``export_policy`` (see ``rl_agents.InferencePolicy``); agents that support it
@@ -334,6 +338,13 @@ class RecurrentAgentMixin:
         if self._prev_rnn_state is not None:
             self._prev_rnn_state[:, idx] = 0
 
+    def reset_done(self, done: torch.Tensor) -> None:
+        """Zero the state of the environments where ``done`` [B] is True: a masked fill on
+        the state's device, so a batched sampler on a GPU never waits for the host."""
+        if self._prev_rnn_state is not None:
+            keep = ~done.to(torch.bool).view(1, -1, 1)
+            self._prev_rnn_state = buffer_func(self._prev_rnn_state, lambda x: x * keep)
+
     def advance_rnn_state(self, new_rnn_state: Any) -> None:
         """Take the state computed by this step as the start of the next one."""
         self._prev_rnn_state = new_rnn_state
@@ -396,6 +407,11 @@ class AlternatingRecurrentAgentMixin:
     def reset(self) -> None:
         self._rnn_pair = [None, None]
         self._alt = 0
+
+    def reset_done(self, done: torch.Tensor) -> None:
+        """(Alternating samplers step on the CPU: one environment at a time is fine.)"""
+        for idx in torch.nonzero(done).flatten().tolist():
+            self.reset_one(idx)
 
     def reset_one(self, idx: int) -> None:
         first, second = self._rnn_pair

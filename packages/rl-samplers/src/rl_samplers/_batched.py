@@ -338,6 +338,7 @@ class BatchedSampler(BaseSampler):
             env_ranks=list(range(rank * B, (rank + 1) * B)),
         )
         self.agent = agent
+        self._reset_done = getattr(agent, "reset_done", None)  # (else reset_one, one by one)
         examples = self._examples(agent)
         self._allocate(examples, bootstrap_value)
         env_seeds = self._env_seeds(seed, rank, B)
@@ -470,8 +471,8 @@ class BatchedSampler(BaseSampler):
         return reward, done, timeout
 
     def _end_episodes(self, done: torch.Tensor) -> None:
-        self._stats[done] = 0
-        self._discount[done] = 1
+        self._stats.masked_fill_(done[:, None], 0)  # (masked fills: no host sync)
+        self._discount.masked_fill_(done, 1)
 
     @torch.no_grad()  # the batch must hold no autograd history (an agent's outputs may)
     def obtain_samples(self, itr: int) -> tuple[Any, list[TrajInfo]]:
@@ -495,8 +496,11 @@ class BatchedSampler(BaseSampler):
             env_buf.env_info.timeout[t] = timeout
             self._stats_at[t] = self._stats
             self._end_episodes(done)
-            for b in torch.nonzero(done).flatten().tolist():  # one host sync per step
-                self.agent.reset_one(idx=b)
+            if self._reset_done is not None:  # on the device, no host sync
+                self._reset_done(done)
+            else:
+                for b in torch.nonzero(done).flatten().tolist():  # one host sync per step
+                    self.agent.reset_one(idx=b)
         if "bootstrap_value" in agent_buf:
             with torch.no_grad():
                 value = self.agent.value(self.observation, self.prev_action, self.prev_reward)
