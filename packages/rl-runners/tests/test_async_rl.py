@@ -209,6 +209,20 @@ def test_a_failing_child_makes_train_raise_quickly(
     assert time.monotonic() - start < 15
 
 
+def test_the_watchdog_works_where_ctrl_c_is_ignored(tmp_path):
+    """A background job ignores SIGINT: the optimizer stuck on the lock a dead sampler held
+    is still freed, and Ctrl-C is ignored again afterwards."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        start = time.monotonic()
+        with pytest.raises(RuntimeError, match=r"the sampler process died \(exit code 4\)"):
+            train(tmp_path, sampler_kwargs=dict(delay=0.01, die_holding_lock_at=6))
+        assert time.monotonic() - start < 15
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def test_ctrl_c_ends_every_process(tmp_path):
     timer = threading.Timer(
         1.0, signal.pthread_kill, (threading.main_thread().ident, signal.SIGINT)

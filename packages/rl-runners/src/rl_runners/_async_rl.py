@@ -530,12 +530,18 @@ class AsyncRlBase(MinibatchRlBase):
     def _start_watchdog(self) -> None:
         """A thread that interrupts the main thread (SIGINT) when a child has died and the
         main thread has not noticed within ``_WATCHDOG_S``: it is then blocked, e.g. on a
-        lock the dead child held. Only where that interrupt is a KeyboardInterrupt."""
+        lock the dead child held. Where Ctrl-C is ignored, a handler is put in place for the
+        run that raises on the watchdog's interrupt only; where another handler is set, there
+        is no watchdog."""
         self._watchdog_stop = stop = threading.Event()
-        if (
-            threading.current_thread() is not threading.main_thread()
-            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
-        ):
+        if threading.current_thread() is not threading.main_thread():
+            return
+        handler = signal.getsignal(signal.SIGINT)
+        if handler is signal.SIG_IGN:  # (e.g. a background job) Ctrl-C stays ignored, but
+            # the watchdog's interrupt needs a handler to reach a thread blocked on a lock
+            self._ignored_sigint = True
+            signal.signal(signal.SIGINT, self._watchdog_interrupt)
+        elif handler is not signal.default_int_handler:
             return
         main_ident = threading.main_thread().ident
         processes = list(self._processes)
@@ -550,6 +556,13 @@ class AsyncRlBase(MinibatchRlBase):
 
         self._watchdog = threading.Thread(target=watch, name="AsyncRl watchdog", daemon=True)
         self._watchdog.start()
+
+    _ignored_sigint = False
+
+    def _watchdog_interrupt(self, signum: int, frame: Any) -> None:
+        """SIGINT while Ctrl-C is ignored: only the watchdog's interrupt raises."""
+        if self._watchdog_fired:
+            raise KeyboardInterrupt
 
     # ----------------------------------------------------------- shutdown
 
@@ -571,6 +584,9 @@ class AsyncRlBase(MinibatchRlBase):
         if self._watchdog is not None:
             self._watchdog.join()  # (before the processes close; it wakes at once)
             self._watchdog = None
+        if self._ignored_sigint:  # (shutdown runs in the main thread, as the start did)
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            self._ignored_sigint = False
         ctrl.state[_QUIT] = 1
         sampler = next((p for p in processes if p.name == "sampler"), None)
         try:
