@@ -100,6 +100,9 @@ def run_for(case: str, runner: str, settings: list[str], budget: float) -> Run:
     log_dir = Path(tempfile.mkdtemp(prefix="rl-suite-runners-"))
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)  # the training's own log lines (and its children's) stay out of the table
+    # Ctrl-C as in a terminal, even when this benchmark was started with SIGINT ignored (a
+    # background job), which the spawned process inherits.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(budget, lambda: os.kill(os.getpid(), signal.SIGINT))
     timer.start()
     try:

@@ -224,6 +224,8 @@ def test_the_watchdog_works_where_ctrl_c_is_ignored(tmp_path):
 
 
 def test_ctrl_c_ends_every_process(tmp_path):
+    # Ctrl-C as in a terminal, even when the test run ignores SIGINT (a background job).
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(
         1.0, signal.pthread_kill, (threading.main_thread().ident, signal.SIGINT)
     )
@@ -233,6 +235,7 @@ def test_ctrl_c_ends_every_process(tmp_path):
             train(tmp_path, sampler_kwargs=dict(delay=0.2), n_steps=8 * 200)
     finally:
         timer.cancel()
+        signal.signal(signal.SIGINT, previous)
     assert not (tmp_path / "async" / "progress.csv").exists()  # (stopped before a row)
 
 
