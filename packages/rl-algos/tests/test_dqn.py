@@ -4,6 +4,7 @@ dependency). test_cat_dqn and test_r2d1 import the agent and batch builders from
 from __future__ import annotations
 
 import copy
+import math
 
 import numpy as np
 import pytest
@@ -24,6 +25,7 @@ from rl_replay import (
     SamplesFromReplay,
     SamplesFromReplayPri,
     SamplesFromReplayTL,
+    SamplesToBuffer,
     TlUniformReplayBuffer,
     UniformReplayBuffer,
     UniformReplayFrameBuffer,
@@ -299,6 +301,103 @@ def test_target_updates_every_target_update_interval_updates(tau):
         algo.optimize_agent(itr, indexed_samples(4, 2, 2, seed=itr))
     assert algo.update_counter == 12
     assert agent.target_updates == [tau] * 3  # after updates 4, 8 and 12
+
+
+# ---------------------------------------------------------------- batches drawn together
+
+
+def drawing_dqn(**kwargs):
+    """A DQN of 8 updates of 4 per iteration of 4 x 2 steps, learning from iteration 1."""
+    torch.manual_seed(0)
+    agent = QAgent(
+        torch.nn.Sequential(torch.nn.Linear(2, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
+    )
+    algo = DQN(replay_ratio=4, batch_size=4, min_steps_learn=8, learning_rate=0.01, **kwargs)
+    algo = initialized(algo, agent)
+    draws = []
+    sample_batches = algo.replay_buffer.sample_batches
+
+    def counted(batch_B, n_batches):
+        draws.append(n_batches)
+        return sample_batches(batch_B, n_batches)
+
+    algo.replay_buffer.sample_batches = counted
+    return algo, agent, draws
+
+
+def test_batches_are_drawn_together_up_to_each_target_update():
+    algo, agent, draws = drawing_dqn(target_update_interval=3)
+    assert algo.updates_per_optimize == 8
+    for itr in range(3):
+        algo.optimize_agent(itr, indexed_samples(4, 2, 2, seed=itr))
+    # Updates 1-3, 4-6, 7-8 | 9, 10-12, 13-15, 16: the targets of a draw need one target net.
+    assert draws == [3, 3, 2, 1, 3, 3, 1]
+    assert len(agent.target_updates) == 16 // 3
+
+
+def test_double_dqn_draws_all_batches_at_once(monkeypatch):
+    algo, _, draws = drawing_dqn(target_update_interval=3, double_dqn=True)
+    algo.optimize_agent(1, indexed_samples(4, 2, 2))
+    assert draws == [8]  # the online net chooses a': nothing to compute ahead
+    monkeypatch.setattr("rl_algos._replay_algo._DRAW_BYTES", 3 * 4 * (2 * 8))
+    algo.optimize_agent(2, indexed_samples(4, 2, 2, seed=1))
+    assert draws == [8, 3, 3, 2]  # 3 batches of 4 observations and next ones (8 bytes each)
+
+
+@pytest.mark.parametrize("bootstrap_timelimit", [False, True])
+@pytest.mark.parametrize("interval", [3, 8])
+def test_targets_computed_per_draw_train_as_computed_per_update(interval, bootstrap_timelimit):
+    runs = []
+    for ahead in (True, False):
+        algo, agent, _ = drawing_dqn(
+            target_update_interval=interval,
+            bootstrap_timelimit=bootstrap_timelimit,
+            n_step_return=2,
+        )
+        if not ahead:  # the same draws, each batch's targets computed in its update
+            algo._prepare_draw = lambda draw, batch_B: draw
+        losses = []
+        for itr in range(4):
+            samples = indexed_samples(4, 2, 2, seed=itr)
+            samples.env.env_info.timeout[:] = samples.env.done
+            losses += algo.optimize_agent(itr, samples).loss
+        runs.append((losses, [p.detach().clone() for p in agent.model.parameters()]))
+    (losses, params), (losses_ref, params_ref) = runs
+    assert len(losses) == 24 and losses == pytest.approx(losses_ref, rel=1e-5)
+    for param, param_ref in zip(params, params_ref, strict=True):
+        torch.testing.assert_close(param, param_ref)
+
+
+def test_observation_bytes_counts_every_array_of_an_observation():
+    from rl_algos._replay_algo import observation_bytes
+
+    def buffer(observation):
+        example = SamplesToBuffer(observation, np.int64(0), np.float32(0), np.bool_(False))
+        return UniformReplayBuffer(example, size=8, B=1)
+
+    Observation = namedarraytuple("Observation", ["image", "state", "unused"])
+    image_and_state = Observation(np.zeros((2, 3), np.uint8), np.zeros(4, np.float32), None)
+    assert observation_bytes(buffer(image_and_state)) == 6 + 16
+    assert observation_bytes(buffer(np.float32(0))) == 4
+
+
+def test_gradient_clipping_matches_torch():
+    from rl_algos._dqn import _clip_grad_norm
+
+    torch.manual_seed(0)
+    params = [torch.nn.Parameter(torch.randn(3, 2)) for _ in range(3)]
+    for max_norm in (0.5, 1e3, None):
+        grads = [torch.randn(3, 2) * 2, torch.randn(3, 2), None]
+        for param, grad in zip(params, grads, strict=True):
+            param.grad = None if grad is None else grad.clone()
+        norm = _clip_grad_norm(params, max_norm)
+        clipped = [None if p.grad is None else p.grad.clone() for p in params]
+        for param, grad in zip(params, grads, strict=True):
+            param.grad = None if grad is None else grad.clone()
+        expected = torch.nn.utils.clip_grad_norm_(params, max_norm or math.inf)
+        assert norm.item() == pytest.approx(expected.item())
+        for mine, torchs in zip(clipped, [p.grad for p in params], strict=True):
+            assert (mine is None and torchs is None) or torch.equal(mine, torchs)
 
 
 # ---------------------------------------------------------------- prioritized replay

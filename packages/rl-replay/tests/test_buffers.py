@@ -127,6 +127,66 @@ def test_time_limit_buffers_carry_timeouts(setup, seed):
     run(TlPrioritizedReplayBuffer, setup, seed, timeout_prob=0.5)
 
 
+@SETTINGS
+@given(
+    setup=setups(frames=None),
+    frames=st.booleans(),
+    n_batches=st.integers(1, 5),
+    seed=st.integers(0, 2**16),
+)
+def test_sample_batches_never_returns_an_invalid_transition(setup, frames, n_batches, seed):
+    B, _, n, T, chunks, batch_B, done_prob = setup
+    n_frames = 3 if frames else 0
+    T = max(T, n_frames + n + 1)
+    world = World(B, n_frames, done_prob, timeout_prob=0.0 if frames else 0.5, seed=seed)
+    cls = UniformReplayFrameBuffer if frames else TlUniformReplayBuffer
+    buffer = cls(world.example(), T * B, B, DISCOUNT, n, seed=seed)
+    for T_new in chunks:
+        buffer.append_samples(world.chunk(min(T_new, T)))
+        valid = expected_valid(buffer, world)
+        if valid < 1 or batch_B > valid:  # checked per batch, as sample_batch does
+            with pytest.raises(ValueError, match=r"not enough data|larger than"):
+                buffer.sample_batches(batch_B, n_batches)
+            continue
+        batches = buffer.sample_batches(batch_B, n_batches)
+        assert len(batches.action) == n_batches * batch_B
+        check_batch(batches, world, buffer)
+
+
+def test_sample_batches_draw_uniformly_and_one_batch_as_sample_batch():
+    world = World(B=2, done_prob=0.2, seed=0)
+    buffers = [UniformReplayBuffer(world.example(), 40, 2, DISCOUNT, 2, seed=3) for _ in "ab"]
+    for T_new in (15, 12):  # wraps: the oldest valid slot is no longer slot 0
+        samples = world.chunk(T_new)
+        for buffer in buffers:
+            buffer.append_samples(samples)
+    one, many = buffers
+    np.testing.assert_array_equal(
+        one.sample_batch(5).agent_inputs.observation,
+        many.sample_batches(5, 1).agent_inputs.observation,
+    )
+    batches = many.sample_batches(8, 2_500)  # 20,000 transitions
+    steps = np.array([decode(o) for o in batches.agent_inputs.observation])
+    counts = np.zeros((world.W, 2), int)
+    np.add.at(counts, (steps[:, 0], steps[:, 1]), 1)
+    valid = np.zeros_like(counts, bool)
+    oldest = world.W - many.T
+    valid[oldest + many.off_forward : world.W - many.n_step_return] = True
+    assert valid.sum() == expected_valid(many, world)
+    assert counts[~valid].sum() == 0
+    expected = len(steps) / valid.sum()
+    assert np.abs(counts[valid] - expected).max() < 5 * np.sqrt(expected)  # ~5 sigma
+
+
+def test_sample_batches_refuses_a_bad_count():
+    world = World(B=1, seed=0)
+    buffer = UniformReplayBuffer(world.example(), 10, 1)
+    buffer.append_samples(world.chunk(6))
+    for n_batches in (0, -1, 1.5):
+        with pytest.raises(ValueError, match="n_batches"):
+            buffer.sample_batches(2, n_batches)
+
+
 def test_frames_are_stored_once():
     world = World(B=8, n_frames=4, seed=1)
     plain = UniformReplayBuffer(world.example(), 8000, 8)

@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from rl_arrays import select_at_indexes
+from rl_arrays import namedarraytuple, select_at_indexes
 from rl_replay import (
     PrioritizedReplayBuffer,
     PrioritizedReplayFrameBuffer,
@@ -20,9 +20,9 @@ from rl_replay import (
     UniformReplayFrameBuffer,
 )
 
-from ._pg import check_count, check_number, clip_and_step
+from ._pg import check_count, check_number
 from ._protocols import QAgentLike
-from ._replay_algo import ReplayAlgo, check_agent, check_positive
+from ._replay_algo import ReplayAlgo, check_agent, check_positive, observation_bytes
 
 __all__ = ["DQN", "DqnOptInfo", "huber_loss"]
 
@@ -33,6 +33,10 @@ DqnOptInfo = namedtuple("DqnOptInfo", ["loss", "gradNorm", "tdAbsErr"])
 
 _AGENT_MEMBERS = ("parameters", "device", "target", "update_target", "set_epsilon_itr_min_max")
 _MIN_PRIORITY = 1e-6  # a zero priority would never be drawn again
+_TARGET_CHUNK_BYTES = 32 * 2**10  # of next observations per forward pass of the target net
+
+# A replayed batch with its regression targets, computed ahead (see DQN._prepare_draw).
+TargetedBatch = namedarraytuple("TargetedBatch", ["samples", "y"])
 
 
 def huber_loss(delta: torch.Tensor, delta_clip: float | None) -> torch.Tensor:
@@ -44,6 +48,47 @@ def huber_loss(delta: torch.Tensor, delta_clip: float | None) -> torch.Tensor:
     return torch.nn.functional.huber_loss(
         delta, torch.zeros_like(delta), reduction="none", delta=delta_clip
     )
+
+
+def _huber(
+    prediction: torch.Tensor, target: torch.Tensor, delta_clip: float | None
+) -> torch.Tensor:
+    """``huber_loss(target - prediction, delta_clip)`` in one operation (no difference
+    tensor in the graph)."""
+    if delta_clip is None:
+        return 0.5 * (target - prediction) ** 2
+    return torch.nn.functional.huber_loss(prediction, target, reduction="none", delta=delta_clip)
+
+
+def _select_actions(q: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+    """``q[..., action]``: the values of the replayed actions (valid indexes, as stored)."""
+    return q.gather(-1, action.long().unsqueeze(-1)).squeeze(-1)
+
+
+def _clip_grad_norm(params: list[torch.Tensor], max_norm: float | None) -> torch.Tensor:
+    """The 2-norm of all the gradients, which are scaled down to ``max_norm`` where it is
+    larger (None: not clipped), as ``torch.nn.utils.clip_grad_norm_`` does, in a third of
+    its time: without its grouping of the tensors by device and dtype on every call (a
+    model's gradients sit on one device)."""
+    grads = [param.grad for param in params if param.grad is not None]
+    if not grads:
+        return torch.zeros(())
+    norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
+    if max_norm is not None:
+        torch._foreach_mul_(grads, (max_norm / (norm + 1e-6)).clamp_(max=1.0))
+    return norm
+
+
+def _floats(values: list[Any]) -> list[float]:
+    """Recorded diagnostics as floats, 0-dim tensors read together."""
+    if all(isinstance(value, torch.Tensor) for value in values):
+        return torch.stack(values).tolist() if values else []
+    return [float(value) for value in values]
+
+
+def _mask(flags: torch.Tensor) -> torch.Tensor:
+    """Done or timeout flags as a bool mask (they are stored as bools)."""
+    return flags if flags.dtype == torch.bool else flags != 0
 
 
 class DQN(ReplayAlgo):
@@ -58,6 +103,10 @@ class DQN(ReplayAlgo):
     by importance weights with ``prioritized_replay``, whose new priorities are the absolute
     TD errors (clipped at ``delta_clip``). Every ``target_update_interval`` updates the agent's
     target moves by ``target_update_tau``.
+
+    From a uniform replay buffer the batches of many updates are drawn at once (see
+    ``ReplayAlgo._replayed_batches``); without ``double_dqn`` their targets are computed
+    at once too, before those updates (a draw then stops at each update of the target).
 
     ``frame_buffer`` stores observations ``[n_frames, ...]`` (stacked image frames) one frame
     per step. ``bootstrap_timelimit`` reads ``env_info.timeout`` from the samples: transitions
@@ -199,10 +248,16 @@ class DQN(ReplayAlgo):
 
     # ------------------------------------------------------------------ training
 
+    def optimize_agent(self, itr: int, samples: Any = None, sampler_itr: int | None = None) -> Any:
+        """As ``ReplayAlgo.optimize_agent``, the OptInfo's lists holding floats."""
+        opt_info = super().optimize_agent(itr, samples, sampler_itr)
+        return type(opt_info)(*(_floats(values) for values in opt_info))
+
     def _update(self, batch: Any, opt_info: Any) -> None:
         """One gradient step on a replayed batch; new priorities with prioritized replay
         (written under the buffer's lock: in async mode the copier appends meanwhile)."""
-        self._optimizer.zero_grad()
+        for param in self._params:  # (the optimizer's zero_grad, without its overhead)
+            param.grad = None
         loss, td_abs_errors, priorities = self._loss_and_priorities(batch)
         loss.backward()
         grad_norm = self._clip_and_step()
@@ -213,31 +268,51 @@ class DQN(ReplayAlgo):
         self._record(opt_info, loss, grad_norm, td_abs_errors, priorities)
 
     def _loss_and_priorities(self, batch: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        loss, td_abs_errors = self.loss(batch)
+        if isinstance(batch, TargetedBatch):
+            loss, td_abs_errors = self._loss_given_targets(batch.samples, batch.y)
+        else:
+            loss, td_abs_errors = self.loss(batch)
         return loss, td_abs_errors, td_abs_errors
 
     def _record(
-        self, opt_info: Any, loss: Any, grad_norm: float, td_abs_errors: Any, priorities: Any
+        self,
+        opt_info: Any,
+        loss: Any,
+        grad_norm: torch.Tensor,
+        td_abs_errors: Any,
+        priorities: Any,
     ) -> None:
-        opt_info.loss.append(loss.item())
+        """Append the update's diagnostics as 0-dim tensors (``optimize_agent`` reads them
+        together: one wait for the device per call, not three per update)."""
+        opt_info.loss.append(loss.detach())
         opt_info.gradNorm.append(grad_norm)
-        opt_info.tdAbsErr.append(td_abs_errors.mean().item())
+        opt_info.tdAbsErr.append(td_abs_errors.mean())
 
     def loss(self, samples: Any) -> tuple[torch.Tensor, torch.Tensor]:
         """``(loss, |TD error| per transition)`` on a replayed batch (leading dim [B], tensors
         on the agent's device); the loss has grad, the errors (clipped at ``delta_clip``,
         zero where masked) do not."""
-        q = select_at_indexes(samples.action, self._agent(*samples.agent_inputs))
         with torch.no_grad():
-            target_q = self.target_q(samples.target_inputs)
-            not_done = 1 - samples.done_n.to(target_q.dtype)
-            y = samples.return_ + not_done * self.discount**self.n_step_return * target_q
-        delta = y - q
-        losses = huber_loss(delta, self.delta_clip)
-        td_abs_errors = delta.detach().abs()
-        if self.delta_clip is not None:
-            td_abs_errors = td_abs_errors.clamp(max=self.delta_clip)
-        return self._weighted_mean(losses, td_abs_errors, samples)
+            y = self._targets(samples)
+        return self._loss_given_targets(samples, y)
+
+    def _targets(self, samples: Any) -> torch.Tensor:
+        """The regression targets ``y = return_ + discount**n_step_return * Q_target(s',
+        a')``, without the bootstrap where an episode ended within the n steps. Call
+        without grad."""
+        target_q = self.target_q(samples.target_inputs).masked_fill(_mask(samples.done_n), 0)
+        return samples.return_ + self.discount**self.n_step_return * target_q
+
+    def _loss_given_targets(
+        self, samples: Any, y: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``loss``, given the batch's targets ``y``."""
+        q = _select_actions(self._agent(*samples.agent_inputs), samples.action)
+        with torch.no_grad():
+            td_abs_errors = (y - q.detach()).abs_()
+            if self.delta_clip is not None:
+                td_abs_errors.clamp_(max=self.delta_clip)
+        return self._weighted_mean(_huber(q, y, self.delta_clip), td_abs_errors, samples)
 
     def target_q(self, target_inputs: Any) -> torch.Tensor:
         """``Q_target(s', a')`` with ``a'`` the target net's greedy action, or the online
@@ -258,9 +333,43 @@ class DQN(ReplayAlgo):
             losses = losses * samples.is_weights
         if not self.bootstrap_timelimit:
             return losses.mean(), errors
-        valid = 1 - samples.timeout_n.to(losses.dtype)
-        loss = (losses * valid).sum() / valid.sum().clamp(min=1)
-        return loss, errors * valid
+        truncated = _mask(samples.timeout_n)
+        n_kept = (truncated.numel() - truncated.sum()).clamp(min=1)
+        loss = losses.masked_fill(truncated, 0).sum() / n_kept
+        return loss, errors.masked_fill(truncated, 0)
+
+    def _targets_per_draw(self) -> bool:
+        """Whether the targets of a whole draw of replayed batches are computed at once,
+        before its updates (a few large forward passes of the target network instead of
+        one small one per update): where they depend on the target network alone (no
+        double DQN), which then stays the same over the draw, and the loss is this
+        class's own."""
+        return (
+            not self.double_dqn
+            and type(self).loss is DQN.loss
+            and type(self)._targets is DQN._targets
+            and type(self).target_q is DQN.target_q
+        )
+
+    def _updates_per_draw(self) -> int:
+        if not self._targets_per_draw():
+            return super()._updates_per_draw()
+        # Up to the update after which the target network changes.
+        return self.target_update_interval - self.update_counter % self.target_update_interval
+
+    def _prepare_draw(self, draw: Any, batch_B: int) -> Any:
+        """With ``_targets_per_draw``: the draw with its targets, computed in chunks of
+        whole batches up to ``_TARGET_CHUNK_BYTES`` of observations (larger passes run no
+        faster, their activations spilling out of the caches)."""
+        if not self._targets_per_draw():
+            return draw
+        row_bytes = observation_bytes(self._replay_buffer)
+        rows = batch_B * max(1, _TARGET_CHUNK_BYTES // (row_bytes * batch_B))
+        with torch.no_grad():
+            y = torch.cat(
+                [self._targets(draw[i : i + rows]) for i in range(0, len(draw.return_), rows)]
+            )
+        return TargetedBatch(samples=draw, y=y)
 
     def update_itr_hyperparams(self, itr: int) -> None:
         """Anneal the importance-sampling exponent beta linearly from ``pri_beta_init`` at
@@ -272,9 +381,11 @@ class DQN(ReplayAlgo):
         self.pri_beta = self.pri_beta_init + progress * (self.pri_beta_final - self.pri_beta_init)
         self._replay_buffer.set_beta(self.pri_beta)
 
-    def _clip_and_step(self) -> float:
+    def _clip_and_step(self) -> torch.Tensor:
         """Clip the gradient norm, take an optimizer step; returns the norm before clipping."""
-        return float(clip_and_step(self._optimizer, self._params, self.clip_grad_norm))
+        grad_norm = _clip_grad_norm(self._params, self.clip_grad_norm)
+        self._optimizer.step()
+        return grad_norm
 
     # ------------------------------------------------------------------ state
 

@@ -322,7 +322,12 @@ class R2D1(DQN):
         return self.loss(batch)
 
     def _record(
-        self, opt_info: Any, loss: Any, grad_norm: float, td_abs_errors: Any, priorities: Any
+        self,
+        opt_info: Any,
+        loss: Any,
+        grad_norm: torch.Tensor,
+        td_abs_errors: Any,
+        priorities: Any,
     ) -> None:
         super()._record(opt_info, loss, grad_norm, td_abs_errors, priorities)
         opt_info.priority.append(priorities.mean().item())

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import math
 import os
+import sys
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -53,7 +55,11 @@ from rl_replay import (
 
 from ._pg import check_count, check_number
 
-__all__ = ["ReplayAlgo", "check_agent", "check_positive", "example_field"]
+__all__ = ["ReplayAlgo", "check_agent", "check_positive", "example_field", "observation_bytes"]
+
+# The most observation bytes (observations and next observations) drawn from a uniform
+# replay buffer at once, for several updates (see ReplayAlgo._replayed_batches).
+_DRAW_BYTES = 32 * 2**20
 
 # The shared-memory form of each replay buffer an algorithm builds by default.
 ASYNC_REPLAY = {
@@ -94,6 +100,21 @@ def check_agent(agent: Any, algo: str, members: tuple[str, ...], protocol: str) 
             f"{algo} needs an agent that is callable and has {', '.join(members)} (see "
             f"rl_algos.{protocol}); missing: {', '.join(missing) or '__call__'}"
         )
+
+
+def observation_bytes(buffer: Any) -> int:
+    """The bytes of one stored observation (all its arrays) of a replay buffer, at least 1."""
+    leaves = _array_leaves(buffer.example.observation)
+    return max(1, sum(np.asarray(leaf).nbytes for leaf in leaves))
+
+
+def _array_leaves(buffer_: Any) -> list[Any]:
+    """The arrays of a (possibly nested) namedtuple, or the array itself."""
+    if buffer_ is None:
+        return []
+    if isinstance(buffer_, tuple):
+        return [leaf for item in buffer_ for leaf in _array_leaves(item)]
+    return [buffer_]
 
 
 def _timeout(env_info: Any, where: str) -> Any:
@@ -384,14 +405,49 @@ class ReplayAlgo:
         if itr < self.min_itr_learn:
             return opt_info
         self._optimizers()  # (raises unless optim_initialize ran)
-        for _ in range(self.updates_per_optimize):
-            batch = self._to_device(buffer.sample_batch(self._replay_batch_B()))
+        for batch in self._replayed_batches(buffer, self.updates_per_optimize):
             self.update_counter += 1
             self._update(batch, opt_info)
             if self.update_counter % self.target_update_interval == 0:
                 self._agent.update_target(self.target_update_tau)
         self.update_itr_hyperparams(itr)
         return opt_info
+
+    def _replayed_batches(self, buffer: Any, n_updates: int) -> Iterator[Any]:
+        """The batches of the next ``n_updates`` updates, on the agent's device.
+
+        A buffer that can (``sample_batches``: uniform single-transition replay) draws many
+        updates' batches in one go, up to ``_DRAW_BYTES`` of observations and
+        ``_updates_per_draw()`` updates: one index draw, gather and conversion to tensors
+        instead of one per update, which is much of a small network's update time. Each
+        batch is then a view of its rows of the draw (after ``_prepare_draw``). Other
+        buffers draw one batch per update (a prioritized one must see the last update's
+        priorities). Lazy: a draw happens when its first batch is asked for.
+        """
+        batch_B = self._replay_batch_B()
+        if not hasattr(buffer, "sample_batches"):
+            for _ in range(n_updates):
+                yield self._to_device(buffer.sample_batch(batch_B))
+            return
+        most = max(1, _DRAW_BYTES // (2 * observation_bytes(buffer) * batch_B))  # s and s'
+        left = n_updates
+        while left > 0:
+            n_batches = min(left, most, self._updates_per_draw())
+            draw = self._to_device(buffer.sample_batches(batch_B, n_batches))
+            draw = self._prepare_draw(draw, batch_B)
+            for i in range(n_batches):
+                yield draw[i * batch_B : (i + 1) * batch_B]
+            left -= n_batches
+
+    def _updates_per_draw(self) -> int:
+        """The most updates whose batches may be drawn together from now on."""
+        return sys.maxsize
+
+    def _prepare_draw(self, draw: Any, batch_B: int) -> Any:
+        """What the updates get, batch by batch, of a draw of replayed batches (of
+        ``batch_B`` rows each): the draw itself here; a subclass may add what is cheaper
+        computed for all of them at once."""
+        return draw
 
     def _update(self, samples: Any, opt_info: Any) -> None:
         """One update on a replayed batch, recorded in ``opt_info``."""

@@ -294,12 +294,14 @@ class BaseNStepReturnBuffer(BaseReplayBuffer):
             )
 
     def _sample_starts(
-        self, batch_B: int, off_backward: int, interval: int = 1
+        self, batch_B: int, off_backward: int, interval: int = 1, n_batches: int = 1
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Uniformly random valid ``(T_idxs, B_idxs)`` (see ``_valid_starts``)."""
+        """Uniformly random valid ``(T_idxs, B_idxs)`` (see ``_valid_starts``): ``n_batches``
+        independent batches of ``batch_B``, one after the other."""
         n_valid, starts = self._valid_starts(off_backward, interval)
         self._check_batch_B(batch_B, n_valid, off_backward)
-        k, B_idxs = np.divmod(self.rng.integers(n_valid * self.B, size=batch_B), self.B)
+        draws = self.rng.integers(n_valid * self.B, size=n_batches * batch_B)
+        k, B_idxs = np.divmod(draws, self.B)
         T_idxs = self._start_slots(k) if starts is None else starts[k]
         return T_idxs, B_idxs
 

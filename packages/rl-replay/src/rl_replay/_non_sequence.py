@@ -92,8 +92,17 @@ class UniformReplayBuffer(NStepReturnBuffer):
         """``batch_B`` transitions, uniformly at random."""
         if batch_T is not None:
             raise ValueError("single-transition buffers take no batch_T")
+        return self.sample_batches(batch_B, 1)
+
+    def sample_batches(self, batch_B: int, n_batches: int) -> Any:
+        """``n_batches`` independent batches of ``batch_B`` transitions, each drawn as
+        ``sample_batch`` draws one, extracted together (one gather instead of one per
+        batch): leading dim ``n_batches * batch_B``, batch ``i`` in rows ``i * batch_B`` to
+        ``(i + 1) * batch_B``."""
+        if not isinstance(n_batches, (int, np.integer)) or n_batches < 1:
+            raise ValueError(f"n_batches must be a positive integer, got {n_batches!r}")
         with self._reading():
-            T_idxs, B_idxs = self._sample_starts(batch_B, self.n_step_return)
+            T_idxs, B_idxs = self._sample_starts(batch_B, self.n_step_return, 1, n_batches)
             return self.extract_batch(T_idxs, B_idxs)
 
 
