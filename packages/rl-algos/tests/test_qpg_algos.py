@@ -367,6 +367,57 @@ def test_sac_temperature_follows_the_entropy_target():
     assert opt_info.alpha == [1.0]  # the update itself used the alpha from before its step
 
 
+def _sac_update_step_by_step(algo, agent, batch):
+    """One SAC update as separate steps, each with its own backward pass: the critics, the
+    policy, then the temperature (the reference for the update's one pi-and-alpha pass)."""
+    alpha = algo.log_alpha.detach().exp()
+    q1_loss, q2_loss, _, _ = algo.q_loss(batch, alpha)
+    algo._step(algo.q_optimizer, q1_loss + q2_loss, algo._q_params)
+    action, log_pi, _ = agent.pi(*batch.agent_inputs)
+    algo._step(algo.pi_optimizer, algo.pi_loss(batch, action, log_pi, alpha), algo._pi_params)
+    alpha_loss = -(algo.log_alpha * (log_pi.detach() + algo._target_entropy)).mean()
+    algo.alpha_optimizer.zero_grad()
+    alpha_loss.backward()
+    algo.alpha_optimizer.step()
+
+
+def test_sac_policy_and_temperature_from_one_backward_pass_equal_separate_steps():
+    batch = hand_batch(ACTIONS, RETURNS, DONE_N, TIMEOUT_N)
+    results = []
+    for one_pass in (True, False):
+        agent = FakeSacAgent()
+        algo = initialized(SAC(learning_rate=0.1, target_entropy=-0.5), agent)
+        for _ in range(3):  # Adam's state too
+            if one_pass:
+                algo._update(batch, SacOptInfo(*([] for _ in SacOptInfo._fields)))
+            else:
+                _sac_update_step_by_step(algo, agent, batch)
+        results.append([*params(*agent._all()), algo.log_alpha.detach().clone()])
+    assert all(torch.equal(a, b) for a, b in zip(*results, strict=True))
+
+
+@pytest.mark.parametrize(
+    ("make_algo", "make_agent"),
+    [
+        (DDPG, FakeDdpgAgent),
+        (TD3, lambda: FakeDdpgAgent(twin=True)),
+        (SAC, FakeSacAgent),
+    ],
+    ids=["DDPG", "TD3", "SAC"],
+)
+def test_diagnostics_are_read_once_per_call_as_floats(make_algo, make_agent):
+    """The updates keep their diagnostics as tensors; optimize_agent returns plain floats,
+    the values a per-update read would give."""
+    algo = initialized(make_algo(min_steps_learn=0, batch_size=4, replay_ratio=2), make_agent())
+    opt_info = algo.optimize_agent(0, random_samples(4, 2))
+    assert all(values for values in opt_info)
+    assert all(type(v) is float and math.isfinite(v) for values in opt_info for v in values)
+    recorded = type(opt_info)(*([] for _ in opt_info))
+    algo._update(algo._to_device(algo.replay_buffer.sample_batch(4)), recorded)
+    assert all(torch.is_tensor(v) and v.dim() == 0 for values in recorded for v in values)
+    assert all(not v.requires_grad for values in recorded for v in values)
+
+
 def test_sac_auto_target_entropy_is_minus_the_action_dim():
     algo = initialized(SAC(), FakeSacAgent())
     assert algo._target_entropy == -2.0

@@ -36,7 +36,7 @@ from rl_arrays import AgentStep, buffer_to, namedarraytuple
 from ._base_agent import BaseAgent
 from ._distributions import DistInfoStd, Gaussian
 from ._inference import agent_inference_policy
-from ._model_utils import strip_ddp_state_dict, update_state_dict
+from ._model_utils import strip_ddp_state_dict
 from ._qpg_models import LOG_STD_MAX, LOG_STD_MIN, MuMlpModel, PiMlpModel, QofMuMlpModel
 
 __all__ = ["AgentInfoDdpg", "AgentInfoSac", "DdpgAgent", "SacAgent", "Td3Agent"]
@@ -103,6 +103,31 @@ def _check_number(name: str, value: Any, positive: bool = False, allow_none: boo
 
 def _with_default_sizes(kwargs: Mapping[str, Any] | None, sizes: list[int]) -> dict[str, Any]:
     return {"hidden_sizes": sizes, **(kwargs or {})}
+
+
+@torch.no_grad()
+def polyak_update(pairs: list[tuple[torch.nn.Module, torch.nn.Module]], tau: float) -> None:
+    """Move each target module towards its online module (same architecture): floating-point
+    parameters and buffers become ``tau * online + (1 - tau) * target``, all of them in one
+    ``torch._foreach_lerp_`` (``update_state_dict`` makes one call per entry, after building
+    both state dicts); other buffers (integer counters) are copied. ``tau=1`` copies
+    everything, ``tau=0`` changes nothing."""
+    if not 0 <= tau <= 1:
+        raise ValueError(f"tau must lie in [0, 1], got {tau!r}")
+    if tau == 0:
+        return
+    targets, onlines = [], []
+    for target, online in pairs:
+        target_entries = [*target.parameters(), *target.buffers()]
+        online_entries = [*online.parameters(), *online.buffers()]
+        for t, o in zip(target_entries, online_entries, strict=True):
+            if tau == 1 or not t.is_floating_point():
+                t.copy_(o)
+            else:
+                targets.append(t)
+                onlines.append(o)
+    if targets:
+        torch._foreach_lerp_(targets, onlines, tau)
 
 
 class _QpgAgent(BaseAgent):
@@ -210,21 +235,27 @@ class _QpgAgent(BaseAgent):
 
     # ------------------------------------------------------------------ modes
 
+    def _networks_train(self, mode: bool) -> None:
+        """Every network besides the policy in train (``mode``) or eval mode. A network
+        already in it is left alone: the runner switches modes on every iteration, and
+        switching each submodule costs more than a small network's action (one env step per
+        iteration)."""
+        for network in self._networks().values():
+            if network.training != mode:
+                network.train(mode)
+
     def train_mode(self, itr: int) -> None:
         super().train_mode(itr)
-        for network in self._networks().values():
-            network.train()
+        self._networks_train(True)
 
     def sample_mode(self, itr: int) -> None:
         super().sample_mode(itr)
-        for network in self._networks().values():
-            network.eval()
+        self._networks_train(False)
         self._pretraining = self.pretrain_std is not None and itr < self.min_itr_learn
 
     def eval_mode(self, itr: int) -> None:
         super().eval_mode(itr)
-        for network in self._networks().values():
-            network.eval()
+        self._networks_train(False)
 
     # ------------------------------------------------------------------ actions
 
@@ -258,8 +289,7 @@ class _QpgAgent(BaseAgent):
     def update_target(self, tau: float = 1) -> None:
         """Move every target network towards its online network: ``target = tau * online +
         (1 - tau) * target`` (Polyak averaging; ``tau=1`` copies)."""
-        for target, online in self._target_pairs():
-            update_state_dict(target, online.state_dict(), tau)
+        polyak_update(self._target_pairs(), tau)
 
     def state_dict(self) -> dict[str, Any]:
         """``{"model": policy, <critic and target names>: ...}``, every network's state dict."""

@@ -47,6 +47,11 @@ def frozen(params: list[torch.nn.Parameter]) -> Iterator[None]:
             param.requires_grad_(True)
 
 
+def _floats(values: list[torch.Tensor]) -> list[float]:
+    """Recorded 0-dim tensors as floats, read together."""
+    return torch.stack(values).tolist() if values else []
+
+
 def _masked_mean(x: torch.Tensor, valid: torch.Tensor | None) -> torch.Tensor:
     """Mean of ``x`` over the entries where ``valid`` is 1 (all when None); 0 when none is."""
     if valid is None:
@@ -78,12 +83,20 @@ class _QpgAlgo(ReplayAlgo):
             raise ValueError(f"the agent's {what} is empty: there is nothing to optimize")
         return self.OptimCls(params, lr=lr, **self.optim_kwargs)
 
-    def _step(self, optimizer: torch.optim.Optimizer, loss: torch.Tensor, params: Any) -> float:
+    def _step(
+        self, optimizer: torch.optim.Optimizer, loss: torch.Tensor, params: Any
+    ) -> torch.Tensor:
         """Backpropagate ``loss``, clip the gradient norm of ``params`` (the optimizer's),
-        take the optimizer's step; returns the norm before clipping."""
+        take the optimizer's step; returns the norm before clipping (a tensor)."""
         optimizer.zero_grad()
         loss.backward()
-        return float(clip_and_step(optimizer, params, self.clip_grad_norm))
+        return clip_and_step(optimizer, params, self.clip_grad_norm)
+
+    def optimize_agent(self, itr: int, samples: Any = None, sampler_itr: int | None = None) -> Any:
+        """As ``ReplayAlgo.optimize_agent``; the updates record their diagnostics as tensors,
+        read here once for the call (one wait for the device, not one per value and update)."""
+        opt_info = super().optimize_agent(itr, samples, sampler_itr)
+        return type(opt_info)(*(_floats(values) for values in opt_info))
 
     def valid(self, samples: Any) -> torch.Tensor | None:
         """0 for transitions cut by a time limit within their n steps (left out of the critic
@@ -213,13 +226,13 @@ class DDPG(_QpgAlgo):
 
     def _update(self, samples: Any, opt_info: Any) -> None:
         q_loss, q = self.q_loss(samples)
-        opt_info.qLoss.append(q_loss.item())
         opt_info.qGradNorm.append(self._step(self.q_optimizer, q_loss, self._q_params))
-        opt_info.q.append(q.mean().item())
+        opt_info.qLoss.append(q_loss.detach())
+        opt_info.q.append(q.mean())
         if self.update_counter % self.policy_update_interval == 0:
             mu_loss = self.mu_loss(samples)
-            opt_info.muLoss.append(mu_loss.item())
             opt_info.muGradNorm.append(self._step(self.mu_optimizer, mu_loss, self._mu_params))
+            opt_info.muLoss.append(mu_loss.detach())
 
     def critics(self, q: Any) -> tuple[torch.Tensor, ...]:
         """The critic values in the agent's ``q`` output (DDPG: its single critic)."""
@@ -243,7 +256,7 @@ class DDPG(_QpgAlgo):
         qs = self.critics(self._agent.q(*samples.agent_inputs, action))
         y = self.q_target(samples)
         valid = self.valid(samples)
-        loss = torch.stack([_masked_mean(0.5 * (y - q) ** 2, valid) for q in qs]).sum()
+        loss = sum(_masked_mean(0.5 * (y - q) ** 2, valid) for q in qs)
         return loss, qs[0].detach()
 
     def mu_loss(self, samples: Any) -> torch.Tensor:

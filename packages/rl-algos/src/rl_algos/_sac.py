@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 from ._ddpg import _masked_mean, _QpgAlgo, frozen
-from ._pg import check_number
+from ._pg import check_number, clip_and_step
 from ._replay_algo import check_positive, example_field
 
 __all__ = ["SAC", "SacOptInfo"]
@@ -173,32 +173,40 @@ class SAC(_QpgAlgo):
         return math.exp(self._require(self.log_alpha).item())
 
     def _update(self, samples: Any, opt_info: Any) -> None:
-        agent = self._agent
         alpha = self.log_alpha.detach().exp()
         q1_loss, q2_loss, q1, q2 = self.q_loss(samples, alpha)
         q_grad_norm = self._step(self.q_optimizer, q1_loss + q2_loss, self._q_params)
-        action, log_pi, dist_info = agent.pi(*samples.agent_inputs)
+        action, log_pi, dist_info = self._agent.pi(*samples.agent_inputs)
         pi_loss = self.pi_loss(samples, action, log_pi, alpha)
-        pi_grad_norm = self._step(self.pi_optimizer, pi_loss, self._pi_params)
-        if self.alpha_optimizer is not None:
-            alpha_loss = -(self.log_alpha * (log_pi.detach() + self._target_entropy)).mean()
-            self.alpha_optimizer.zero_grad()
-            alpha_loss.backward()
-            self.alpha_optimizer.step()
+        pi_grad_norm = self._pi_and_alpha_step(pi_loss, log_pi)
         values = dict(
-            q1Loss=q1_loss,
-            q2Loss=q2_loss,
-            piLoss=pi_loss,
+            q1Loss=q1_loss.detach(),
+            q2Loss=q2_loss.detach(),
+            piLoss=pi_loss.detach(),
             qGradNorm=q_grad_norm,
             piGradNorm=pi_grad_norm,
             q1=q1.mean(),
             q2=q2.mean(),
-            piMu=dist_info.mean.mean(),
-            piLogStd=dist_info.log_std.mean(),
-            alpha=alpha,
+            piMu=dist_info.mean.detach().mean(),
+            piLogStd=dist_info.log_std.detach().mean(),
+            alpha=alpha.reshape(()),
         )
         for name, value in values.items():
-            getattr(opt_info, name).append(value.item() if torch.is_tensor(value) else value)
+            getattr(opt_info, name).append(value)
+
+    def _pi_and_alpha_step(self, pi_loss: torch.Tensor, log_pi: torch.Tensor) -> torch.Tensor:
+        """The policy's step and the temperature's, from one backward pass: the temperature's
+        loss reads ``log_pi`` detached and the policy's loss alpha detached, so each gets
+        the gradient its own loss alone would give. Returns the policy's gradient norm."""
+        if self.alpha_optimizer is None:
+            return self._step(self.pi_optimizer, pi_loss, self._pi_params)
+        alpha_loss = -(self.log_alpha * (log_pi.detach() + self._target_entropy)).mean()
+        self.pi_optimizer.zero_grad()
+        self.alpha_optimizer.zero_grad()
+        (pi_loss + alpha_loss).backward()
+        pi_grad_norm = clip_and_step(self.pi_optimizer, self._pi_params, self.clip_grad_norm)
+        self.alpha_optimizer.step()
+        return pi_grad_norm
 
     def q_target(self, samples: Any, alpha: torch.Tensor) -> torch.Tensor:
         """The critics' target ``y`` (no grad): the soft value of s' under the target critics
@@ -206,7 +214,7 @@ class SAC(_QpgAlgo):
         with torch.no_grad():
             next_action, next_log_pi, _ = self._agent.pi(*samples.target_inputs)
             q1, q2 = self._agent.target_q(*samples.target_inputs, next_action)
-            next_value = torch.min(q1, q2) - alpha * next_log_pi
+            next_value = torch.minimum(q1, q2) - alpha * next_log_pi
             return self.bootstrapped(samples, next_value, self.reward_scale)
 
     def q_loss(self, samples: Any, alpha: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -227,7 +235,10 @@ class SAC(_QpgAlgo):
         critics are held fixed)."""
         with frozen(self._q_params):
             q1, q2 = self._agent.q(*samples.agent_inputs, action)
-        return (alpha * log_pi - torch.min(q1, q2) - self.prior_log_prob(action)).mean()
+        loss = alpha * log_pi - torch.minimum(q1, q2)
+        if self.action_prior == "gaussian":
+            loss = loss - self.prior_log_prob(action)
+        return loss.mean()
 
     def prior_log_prob(self, action: torch.Tensor) -> torch.Tensor | float:
         """The action prior's log-density: 0 for "uniform" (a constant does not change the

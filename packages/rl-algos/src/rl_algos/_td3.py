@@ -54,4 +54,4 @@ class TD3(DDPG):
         """The smaller of the twin target critics at the smoothed target action (clipped
         double Q-learning, against over-estimation). Call without grad."""
         q1, q2 = self._agent.target_q_at_mu(*target_inputs)
-        return torch.min(q1, q2)
+        return torch.minimum(q1, q2)
