@@ -18,6 +18,7 @@ from rl_agents import (
     RnnState,
     RunningMeanStdModel,
     ScaleGrad,
+    _pg_models,
     conv2d_output_shape,
     scale_grad,
     strip_ddp_state_dict,
@@ -236,6 +237,39 @@ def test_feed_forward_vector_models_hold_two_independent_mlps():
     assert weights[0].abs().max() <= 1 / OBS[0] ** 0.5  # torch.nn.Linear's bound
     mu, _, v = _mujoco_ff(mu_nonlinearity=None)(x, None, None)
     assert mu.shape == (5, A) and v.shape == (5,)
+
+
+@pytest.mark.parametrize("make", [_categorical_ff, _mujoco_ff])
+def test_large_cpu_batches_run_member_by_member_in_chunks_without_changing_anything(
+    make, monkeypatch
+):
+    """From _CPU_PER_MEMBER_ROWS rows the pair runs as two MLPs, chunk by chunk: the outputs
+    and the gradients are those of the batched pair on the whole batch at once (and the
+    padding of the 1-wide value output gets no gradient on any path)."""
+    model = make()
+    observation = torch.randn(4, 5, *OBS)  # 20 rows: chunks of 6, 6, 6, 2
+    results = []
+    for per_member_rows, chunk_rows in ((10**6, 10**6), (1, 10**6), (20, 6)):
+        monkeypatch.setattr(_pg_models, "_CPU_PER_MEMBER_ROWS", per_member_rows)
+        model.mlps.chunk_rows = chunk_rows
+        model.zero_grad()
+        *outputs, value = model(observation, None, None)
+        (outputs[0].pow(2).sum() + value.pow(3).sum()).backward()
+        results.append([*outputs, value, *(p.grad.clone() for p in model.mlps.parameters())])
+        last_weight, last_bias = model.mlps.weights[-1], model.mlps.biases[-1]
+        assert not last_weight.grad[1][:, 1:].any() and not last_bias.grad[1][:, 1:].any()
+    for tensors in results[1:]:
+        for a, b in zip(results[0], tensors, strict=True):
+            assert a.shape == b.shape
+            assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_twin_mlp_chunk_rows_follow_the_widest_layer():
+    """Chunks hold about _CPU_CHUNK_FLOATS floats of the pair's widest activations."""
+    for hidden in ([64, 64], [256, 128, 64], [4096]):
+        rows = _pg_models._TwinMlp(4, hidden, (2, 1), torch.nn.Tanh).chunk_rows
+        widest = 2 * max(hidden)
+        assert rows * widest <= _pg_models._CPU_CHUNK_FLOATS < (rows + 1) * widest
 
 
 def _lstm_inputs(model, T, B):

@@ -5,6 +5,8 @@ import io
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from rl_algos_fakes import (
     EnvInfo,
     LinearAgent,
@@ -24,6 +26,7 @@ from rl_algos import (
     PpoOptInfo,
     valid_from_done,
 )
+from rl_algos._ppo import _split_slices
 from rl_arrays import AgentInputs, AgentSamples, BatchSpec, Samples, numpify_buffer
 
 OBS, ACTIONS = 4, 3
@@ -389,6 +392,46 @@ def test_recurrent_minibatches_are_whole_sequences_from_their_initial_state():
     with torch.no_grad():
         dist_info, _, _ = forward(samples.env.observation, None, None, zero)
     assert not torch.allclose(dist_info.prob, samples.agent.agent_info.dist_info.prob)
+
+
+@pytest.mark.parametrize("T, B, minibatches", [(5, 6, 3), (7, 5, 4), (3, 3, 9)])
+def test_feed_forward_minibatches_are_the_epoch_orders_split(T, B, minibatches):
+    """Each epoch gathers its permutation once and trains on contiguous slices of it: the
+    minibatches are the rows of ``order.tensor_split(minibatches)``, in that order, with
+    their own sampled values for the value clip."""
+    torch.manual_seed(0)
+    agent = LinearAgent(OBS, ACTIONS)
+    samples = random_batch(agent, T=T, B=B, p_done=0.2)
+    algo = PPO(learning_rate=0.0, minibatches=minibatches, epochs=2, value_clip=0.2)
+    algo.initialize(agent, n_itr=1, batch_spec=BatchSpec(T, B), mid_batch_reset=True)
+    generator = torch.Generator()
+    generator.set_state(algo._generator.get_state())
+    seen = []
+    loss = algo.loss
+    algo.loss = lambda *args, **kwargs: seen.append((args[0], kwargs)) or loss(*args, **kwargs)
+    algo.optimize_agent(0, samples)
+    observation = samples.env.observation.flatten(0, 1)
+    old_value = samples.agent.agent_info.value.flatten(0, 1)
+    expected = [
+        idxs
+        for _ in range(2)
+        for idxs in torch.randperm(T * B, generator=generator).tensor_split(minibatches)
+    ]
+    assert len(seen) == len(expected)
+    for (agent_inputs, kwargs), idxs in zip(seen, expected, strict=True):
+        assert torch.equal(agent_inputs.observation, observation[idxs])
+        assert torch.equal(kwargs["old_value"], old_value[idxs])
+
+
+@settings(max_examples=100, deadline=None)
+@given(n=st.integers(1, 200), parts=st.integers(1, 50))
+def test_split_slices_size_as_tensor_split(n, parts):
+    parts = min(parts, n)
+    rows = torch.arange(n)
+    pieces = [rows[where] for where in _split_slices(n, parts)]
+    expected = rows.tensor_split(parts)
+    assert len(pieces) == len(expected)
+    assert all(torch.equal(a, b) for a, b in zip(pieces, expected, strict=True))
 
 
 def test_obs_rms_is_updated_once_before_anything_else():

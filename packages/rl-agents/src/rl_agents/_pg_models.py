@@ -76,6 +76,23 @@ def _rnn_state_tuple(init_rnn_state: Any) -> tuple[torch.Tensor, torch.Tensor] |
     return h, c
 
 
+# On the CPU, from this many rows the pair runs as two MLPs, one matrix product per member and
+# layer: there the pair's batched product is the slower one (by 7 % at [256, 128, 64], 7 x at
+# a one-column output layer); below it, half the operations is the larger saving.
+_CPU_PER_MEMBER_ROWS = 1024
+# Floats of the pair's widest activations per chunk (4 MB): small enough to stay in the CPU's
+# cache from a layer to the next, large enough that the matrix products run at full speed.
+_CPU_CHUNK_FLOATS = 2**20
+
+
+def _cpu_chunk_rows(widest: int) -> int:
+    """Rows per chunk for a twin MLP whose widest layer has ``widest`` units: on the CPU a
+    layer's elementwise work (bias, nonlinearity and their gradients) is bound by memory
+    traffic; at [256, 128, 64] on 24k rows, forward and backward run 1.4 x faster when it
+    stays in the cache."""
+    return max(1, _CPU_CHUNK_FLOATS // (2 * widest))
+
+
 class _TwinMlp(torch.nn.Module):
     """Two MLPs with the same hidden sizes on the same input (a policy and a value function),
     evaluated as one: each layer is one batched matrix product over the pair, half the
@@ -85,6 +102,10 @@ class _TwinMlp(torch.nn.Module):
     the larger inside (the padding's weights get no gradient).
 
     ``forward(x [N, input_size]) -> (first [N, output_sizes[0]], second [N, output_sizes[1]])``.
+    On the CPU a batch of ``_CPU_PER_MEMBER_ROWS`` rows or more runs member by member, in
+    chunks of ``chunk_rows`` rows (see ``_cpu_chunk_rows``), each through every layer while
+    its activations are still in the cache: the same parameters, the same outputs, and the
+    same gradients summed over the chunks.
     """
 
     def __init__(
@@ -107,8 +128,11 @@ class _TwinMlp(torch.nn.Module):
             torch.nn.init.uniform_(self.biases[-1], -bound, bound)
         self.nonlinearity = nonlinearity()
         self.output_sizes = output_sizes
+        self.chunk_rows = _cpu_chunk_rows(max(sizes))
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if x.is_cpu and x.shape[0] >= _CPU_PER_MEMBER_ROWS:
+            return self._members_in_chunks(x)
         h = x.expand(2, *x.shape)
         last = len(self.weights) - 1
         for i, (weight, bias) in enumerate(zip(self.weights, self.biases, strict=True)):
@@ -116,6 +140,28 @@ class _TwinMlp(torch.nn.Module):
             if i < last:
                 h = self.nonlinearity(h)
         return h[0, :, : self.output_sizes[0]], h[1, :, : self.output_sizes[1]]
+
+    def _members_in_chunks(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``forward`` as two MLPs on chunks of ``chunk_rows`` rows, on views of the pair's
+        parameters (their gradients summed over the chunks)."""
+        layers = [
+            (weight.unbind(0), bias.unbind(0))
+            for weight, bias in zip(self.weights, self.biases, strict=True)
+        ]
+        chunks = x.split(self.chunk_rows)
+        first = [self._member_forward(chunk, layers, 0) for chunk in chunks]
+        second = [self._member_forward(chunk, layers, 1) for chunk in chunks]
+        return torch.cat(first), torch.cat(second)
+
+    def _member_forward(self, x: torch.Tensor, layers: list[Any], member: int) -> torch.Tensor:
+        """One member's MLP on ``x``; ``layers``: each layer's (weights, biases) per member."""
+        h = x
+        last = len(layers) - 1
+        for i, (weights, biases) in enumerate(layers):
+            h = torch.addmm(biases[member], h, weights[member])
+            if i < last:
+                h = self.nonlinearity(h)
+        return h[:, : self.output_sizes[member]]
 
 
 class _VectorObservationModel(torch.nn.Module):

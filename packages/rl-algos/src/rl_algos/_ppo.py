@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections import namedtuple
 from typing import Any
 
@@ -183,23 +184,28 @@ class PPO(PolicyGradientAlgo):
             loss_inputs, old_value, init_rnn_state, counts = self._pad_trajectories(
                 samples.env.done, loss_inputs, old_value, init_rnn_state
             )
-        elif not recurrent:  # single steps: one flat batch of T * B, indexed once per minibatch
+        elif not recurrent:  # single steps: one flat batch of T * B
             loss_inputs = buffer_method(loss_inputs, "flatten", 0, 1)
             old_value = None if old_value is None else old_value.flatten(0, 1)
         n = B if recurrent else T * B
         losses, grad_norms, steps, learning_rates = [], [], [], []
         for _ in range(self.epochs):
-            if self.minibatches == 1:  # the whole batch: its loss does not depend on the order
-                splits = [slice(None)]
-            else:
+            # The whole batch by default: its loss does not depend on the order.
+            batch, batch_old_value, splits = loss_inputs, old_value, [slice(None)]
+            if self.minibatches > 1:
                 order = torch.randperm(n, generator=self._generator).to(reward.device)
-                splits = order.tensor_split(self.minibatches)
+                if recurrent:
+                    splits = order.tensor_split(self.minibatches)
+                else:  # one gather of the epoch's order, then contiguous minibatches of it
+                    batch = loss_inputs[order]
+                    batch_old_value = None if old_value is None else old_value[order]
+                    splits = _split_slices(n, self.minibatches)
             for idxs in splits:
                 if padded and self.minibatches > 1:
                     idxs = _trajectories_of(idxs, counts)
                 where = (slice(None), idxs) if recurrent else idxs
-                minibatch = loss_inputs[where]
-                mb_old_value = None if old_value is None else old_value[where]
+                minibatch = batch[where]
+                mb_old_value = None if batch_old_value is None else batch_old_value[where]
                 rnn_state = None if init_rnn_state is None else init_rnn_state[idxs]
                 if self.normalize_advantage == "minibatch":
                     advantage = self._normalize(minibatch.advantage, minibatch.valid)
@@ -397,6 +403,14 @@ def _trajectories_of(envs: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
         n.cumsum(0) - n, n
     )
     return torch.repeat_interleave(first[envs], n) + offset
+
+
+def _split_slices(n: int, parts: int) -> list[slice]:
+    """``range(n)`` in ``parts`` contiguous slices, sized as ``tensor_split`` sizes them (the
+    first ``n % parts`` one longer), so an epoch's minibatches are those of its order."""
+    size, longer = divmod(n, parts)
+    starts = [i * size + min(i, longer) for i in range(parts + 1)]
+    return [slice(start, end) for start, end in itertools.pairwise(starts)]
 
 
 def _flatten_lead(x: torch.Tensor, lead: int) -> torch.Tensor:
