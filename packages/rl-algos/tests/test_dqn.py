@@ -4,7 +4,6 @@ dependency). test_cat_dqn and test_r2d1 import the agent and batch builders from
 from __future__ import annotations
 
 import copy
-import math
 
 import numpy as np
 import pytest
@@ -379,25 +378,6 @@ def test_observation_bytes_counts_every_array_of_an_observation():
     image_and_state = Observation(np.zeros((2, 3), np.uint8), np.zeros(4, np.float32), None)
     assert observation_bytes(buffer(image_and_state)) == 6 + 16
     assert observation_bytes(buffer(np.float32(0))) == 4
-
-
-def test_gradient_clipping_matches_torch():
-    from rl_algos._dqn import _clip_grad_norm
-
-    torch.manual_seed(0)
-    params = [torch.nn.Parameter(torch.randn(3, 2)) for _ in range(3)]
-    for max_norm in (0.5, 1e3, None):
-        grads = [torch.randn(3, 2) * 2, torch.randn(3, 2), None]
-        for param, grad in zip(params, grads, strict=True):
-            param.grad = None if grad is None else grad.clone()
-        norm = _clip_grad_norm(params, max_norm)
-        clipped = [None if p.grad is None else p.grad.clone() for p in params]
-        for param, grad in zip(params, grads, strict=True):
-            param.grad = None if grad is None else grad.clone()
-        expected = torch.nn.utils.clip_grad_norm_(params, max_norm or math.inf)
-        assert norm.item() == pytest.approx(expected.item())
-        for mine, torchs in zip(clipped, [p.grad for p in params], strict=True):
-            assert (mine is None and torchs is None) or torch.equal(mine, torchs)
 
 
 # ---------------------------------------------------------------- prioritized replay

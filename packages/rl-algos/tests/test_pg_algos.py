@@ -1,6 +1,7 @@
 """A2C and PPO with tiny hand-written agents (rl_agents is not a dependency of rl-algos)."""
 
 import io
+import math
 
 import numpy as np
 import pytest
@@ -26,6 +27,7 @@ from rl_algos import (
     PpoOptInfo,
     valid_from_done,
 )
+from rl_algos._pg import clip_grad_norm
 from rl_algos._ppo import _split_slices
 from rl_arrays import AgentInputs, AgentSamples, BatchSpec, Samples, numpify_buffer
 
@@ -529,3 +531,20 @@ def test_numpy_samples_are_accepted():
     np_samples = numpify_buffer(samples)
     assert isinstance(np_samples.env.reward, np.ndarray)
     torch.testing.assert_close(algo.loss(np_samples)[0], expected)
+
+
+def test_gradient_clipping_matches_torch():
+    torch.manual_seed(0)
+    params = [torch.nn.Parameter(torch.randn(3, 2)) for _ in range(3)]
+    for max_norm in (0.5, 1e3, None):
+        grads = [torch.randn(3, 2) * 2, torch.randn(3, 2), None]
+        for param, grad in zip(params, grads, strict=True):
+            param.grad = None if grad is None else grad.clone()
+        norm = clip_grad_norm(params, max_norm)
+        clipped = [None if p.grad is None else p.grad.clone() for p in params]
+        for param, grad in zip(params, grads, strict=True):
+            param.grad = None if grad is None else grad.clone()
+        expected = torch.nn.utils.clip_grad_norm_(params, max_norm or math.inf)
+        assert norm.item() == pytest.approx(expected.item())
+        for mine, torchs in zip(clipped, [p.grad for p in params], strict=True):
+            assert (mine is None and torchs is None) or torch.equal(mine, torchs)

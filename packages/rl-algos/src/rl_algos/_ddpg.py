@@ -47,11 +47,6 @@ def frozen(params: list[torch.nn.Parameter]) -> Iterator[None]:
             param.requires_grad_(True)
 
 
-def _floats(values: list[torch.Tensor]) -> list[float]:
-    """Recorded 0-dim tensors as floats, read together."""
-    return torch.stack(values).tolist() if values else []
-
-
 def _masked_mean(x: torch.Tensor, valid: torch.Tensor | None) -> torch.Tensor:
     """Mean of ``x`` over the entries where ``valid`` is 1 (all when None); 0 when none is."""
     if valid is None:
@@ -91,12 +86,6 @@ class _QpgAlgo(ReplayAlgo):
         optimizer.zero_grad()
         loss.backward()
         return clip_and_step(optimizer, params, self.clip_grad_norm)
-
-    def optimize_agent(self, itr: int, samples: Any = None, sampler_itr: int | None = None) -> Any:
-        """As ``ReplayAlgo.optimize_agent``; the updates record their diagnostics as tensors,
-        read here once for the call (one wait for the device, not one per value and update)."""
-        opt_info = super().optimize_agent(itr, samples, sampler_itr)
-        return type(opt_info)(*(_floats(values) for values in opt_info))
 
     def valid(self, samples: Any) -> torch.Tensor | None:
         """0 for transitions cut by a time limit within their n steps (left out of the critic

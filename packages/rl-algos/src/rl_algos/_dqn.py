@@ -20,7 +20,7 @@ from rl_replay import (
     UniformReplayFrameBuffer,
 )
 
-from ._pg import check_count, check_number
+from ._pg import check_count, check_number, clip_and_step
 from ._protocols import QAgentLike
 from ._replay_algo import ReplayAlgo, check_agent, check_positive, observation_bytes
 
@@ -63,27 +63,6 @@ def _huber(
 def _select_actions(q: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
     """``q[..., action]``: the values of the replayed actions (valid indexes, as stored)."""
     return q.gather(-1, action.long().unsqueeze(-1)).squeeze(-1)
-
-
-def _clip_grad_norm(params: list[torch.Tensor], max_norm: float | None) -> torch.Tensor:
-    """The 2-norm of all the gradients, which are scaled down to ``max_norm`` where it is
-    larger (None: not clipped), as ``torch.nn.utils.clip_grad_norm_`` does, in a third of
-    its time: without its grouping of the tensors by device and dtype on every call (a
-    model's gradients sit on one device)."""
-    grads = [param.grad for param in params if param.grad is not None]
-    if not grads:
-        return torch.zeros(())
-    norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
-    if max_norm is not None:
-        torch._foreach_mul_(grads, (max_norm / (norm + 1e-6)).clamp_(max=1.0))
-    return norm
-
-
-def _floats(values: list[Any]) -> list[float]:
-    """Recorded diagnostics as floats, 0-dim tensors read together."""
-    if all(isinstance(value, torch.Tensor) for value in values):
-        return torch.stack(values).tolist() if values else []
-    return [float(value) for value in values]
 
 
 def _mask(flags: torch.Tensor) -> torch.Tensor:
@@ -248,11 +227,6 @@ class DQN(ReplayAlgo):
 
     # ------------------------------------------------------------------ training
 
-    def optimize_agent(self, itr: int, samples: Any = None, sampler_itr: int | None = None) -> Any:
-        """As ``ReplayAlgo.optimize_agent``, the OptInfo's lists holding floats."""
-        opt_info = super().optimize_agent(itr, samples, sampler_itr)
-        return type(opt_info)(*(_floats(values) for values in opt_info))
-
     def _update(self, batch: Any, opt_info: Any) -> None:
         """One gradient step on a replayed batch; new priorities with prioritized replay
         (written under the buffer's lock: in async mode the copier appends meanwhile)."""
@@ -383,9 +357,7 @@ class DQN(ReplayAlgo):
 
     def _clip_and_step(self) -> torch.Tensor:
         """Clip the gradient norm, take an optimizer step; returns the norm before clipping."""
-        grad_norm = _clip_grad_norm(self._params, self.clip_grad_norm)
-        self._optimizer.step()
-        return grad_norm
+        return clip_and_step(self._optimizer, self._params, self.clip_grad_norm)
 
     # ------------------------------------------------------------------ state
 

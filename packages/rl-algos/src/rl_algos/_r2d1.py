@@ -330,7 +330,7 @@ class R2D1(DQN):
         priorities: Any,
     ) -> None:
         super()._record(opt_info, loss, grad_norm, td_abs_errors, priorities)
-        opt_info.priority.append(priorities.mean().item())
+        opt_info.priority.append(priorities.mean())
 
     def loss(self, samples: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(loss, |TD error| [batch_T, B] (zero after a done), new priorities [B])`` on a

@@ -117,6 +117,14 @@ def _array_leaves(buffer_: Any) -> list[Any]:
     return [buffer_]
 
 
+def _floats(values: list[Any]) -> list[float]:
+    """An update's recorded diagnostics as floats. Updates record 0-dim tensors, read here
+    together: one wait for the device per ``optimize_agent`` call, not one per value."""
+    if values and all(isinstance(value, torch.Tensor) for value in values):
+        return torch.stack(values).tolist()
+    return [float(value) for value in values]
+
+
 def _timeout(env_info: Any, where: str) -> Any:
     timeout = getattr(env_info, "timeout", None)
     if timeout is None:
@@ -411,7 +419,7 @@ class ReplayAlgo:
             if self.update_counter % self.target_update_interval == 0:
                 self._agent.update_target(self.target_update_tau)
         self.update_itr_hyperparams(itr)
-        return opt_info
+        return type(opt_info)(*(_floats(values) for values in opt_info))
 
     def _replayed_batches(self, buffer: Any, n_updates: int) -> Iterator[Any]:
         """The batches of the next ``n_updates`` updates, on the agent's device.
