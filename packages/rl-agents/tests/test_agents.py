@@ -448,6 +448,12 @@ def test_data_parallel_on_cpu(tmp_path):
         assert all(p.grad is not None for p in agent.parameters())
         agent.update_obs_rms(torch.randn(10, 5))  # all-reduced over the one process
         assert float(agent.state_dict()["obs_rms.count"]) == 10
+        wrapped = agent.model.module
+        agent.leave_data_parallel()
+        assert agent.model is wrapped
+        assert agent.state_dict().keys() == plain.keys()
+        agent.leave_data_parallel()  # (not wrapped: nothing to do)
+        assert agent.model is wrapped
     finally:
         dist.destroy_process_group()
 

@@ -559,6 +559,9 @@ class DdpToyAgent(ToyAgent):
     def data_parallel(self):
         self.model = torch.nn.parallel.DistributedDataParallel(self.model)
 
+    def leave_data_parallel(self):
+        self.model = self.model.module
+
     def state_dict(self):
         return getattr(self.model, "module", self.model).state_dict()
 

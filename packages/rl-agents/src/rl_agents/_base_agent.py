@@ -166,6 +166,14 @@ class BaseAgent(abc.ABC):
                 self.model = DistributedDataParallel(model, **_NO_FORWARD_BUFFER_SYNC)
         return self.device.index if self.device.type == "cuda" else None
 
+    def leave_data_parallel(self) -> None:
+        """Unwrap the model from DistributedDataParallel (nothing if it is not wrapped).
+        The wrapper holds the process group: released before the group is destroyed, the
+        group ends while the interpreter is whole, instead of in its exit, where gloo's
+        teardown sometimes aborts the process (a torchrun job then fails at its end)."""
+        if isinstance(self.model, DistributedDataParallel):
+            self.model = self.model.module
+
     def async_cpu(self, share_memory: bool = True) -> None:
         """In an asynchronous sampler's process: give the sampler a CPU model of its own,
         separate from the model shared with the training process, so training never

@@ -21,6 +21,7 @@ code, if it died without one) and stops every process it started.
 
 from __future__ import annotations
 
+import gc
 import multiprocessing as mp
 import multiprocessing.connection
 import os
@@ -44,6 +45,7 @@ __all__ = ["SyncRl", "SyncRlEval", "SyncRlMixin", "find_port"]
 
 _TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 _MAX_TRACEBACK = 8000  # characters of a failed rank's traceback passed back to rank 0
+_FAILURE_WAIT_S = 5.0  # how long rank 0, failing, looks for another rank's failure as cause
 
 
 def find_port() -> int:
@@ -65,7 +67,8 @@ class SyncRlMixin:
     ``start_method``: how local processes start (``"spawn"`` by default, safe with threads
     and CUDA; ``"fork"`` / ``"forkserver"`` work too); the runner, with its sampler, agent and
     algorithm, is pickled for spawn and forkserver, so their classes must be importable.
-    The agent needs ``data_parallel()``.
+    The agent needs ``data_parallel()``; ``leave_data_parallel()``, if it has one, is called
+    at the end, before the process group is destroyed.
     """
 
     def __init__(
@@ -113,8 +116,11 @@ class SyncRlMixin:
             self._join("env://")
             try:
                 self._run(None)
+                # Every rank done before any tears its connections down: a rank whose peer
+                # closed them first could abort in gloo's teardown (seen under load).
+                dist.barrier(group=self._object_group)
             finally:
-                dist.destroy_process_group()
+                self._leave_process_group()
         else:
             self._train_local()
 
@@ -142,6 +148,16 @@ class SyncRlMixin:
         self.seed = seed[0]
         logger.log(f"Joined {backend} process group: rank {self.rank} of {self.world_size}.")
 
+    def _leave_process_group(self) -> None:
+        """Destroy the process group, after the agent let go of it (``leave_data_parallel``,
+        where the agent has it): a group still held by DistributedDataParallel ends in the
+        interpreter's exit, where gloo's teardown sometimes aborts the process."""
+        leave = getattr(self.agent, "leave_data_parallel", None)
+        if leave is not None:
+            leave()
+            gc.collect()  # (the wrapper's reference cycles hold the group too)
+        dist.destroy_process_group()
+
     def _train_local(self) -> None:
         if self.seed is None:
             self.seed = make_seed()
@@ -160,8 +176,10 @@ class SyncRlMixin:
             try:
                 self._join(f"tcp://127.0.0.1:{port}")
                 self._run(None)
-            except BaseException:
-                failure = _failed_rank(workers, messages)
+            except BaseException as error:
+                # (Ctrl-C or an exit: at once, no waiting for a cause elsewhere)
+                wait = _FAILURE_WAIT_S if isinstance(error, Exception) else 0.0
+                failure = _failed_rank(workers, messages, wait)
                 if failure is None:
                     raise
             if failure is None:
@@ -169,7 +187,7 @@ class SyncRlMixin:
         finally:
             _stop(workers)
             if dist.is_initialized():
-                dist.destroy_process_group()
+                self._leave_process_group()
             messages.close()
         if failure is not None:
             raise RuntimeError(failure)
@@ -267,7 +285,7 @@ def _run_rank(runner: SyncRlMixin, rank: int, port: int, messages: Any) -> None:
         os._exit(1)  # at once: closed connections end the other ranks' waits with an error
     # Done: what happens to the process from here on (torch's teardown) cannot spoil the run.
     messages.put(("finished", rank, ""))
-    dist.destroy_process_group()
+    runner._leave_process_group()
 
 
 def _exit_on_sigterm(signum: int, frame: Any) -> None:
@@ -303,19 +321,35 @@ def _wait_until_started(workers: list[Any], messages: Any, timeout: float = 600)
         time.sleep(0.02)
 
 
-def _failed_rank(workers: list[Any], messages: Any) -> str | None:
+def _failed_rank(workers: list[Any], messages: Any, wait: float = _FAILURE_WAIT_S) -> str | None:
     """After rank 0 failed: the failure of another rank that caused it (its traceback, or
-    how its process ended), or None when the other ranks are fine (rank 0's own error)."""
-    # A rank that fails sends its traceback before it exits, and rank 0 notices the closed
-    # connection only after that exit; a killed rank may take a moment to be reaped.
-    mp.connection.wait([w.sentinel for w in workers], timeout=1.0)
-    for kind, rank, text in _messages(messages):
-        if kind == "failed":
-            return f"rank {rank} failed:\n{text}"
-    for worker in workers:
-        if worker.exitcode not in (None, 0):
-            return f"{worker.name} died (exit code {worker.exitcode}) without a traceback"
-    return None
+    how its process ended), or None when, within ``wait`` seconds, no other rank failed
+    (rank 0's own error)."""
+    # A rank that fails sends its traceback before it exits; rank 0 may notice the closed
+    # connection before that rank's exit can be seen, longer before on a loaded machine.
+    deadline = time.monotonic() + wait
+    while True:
+        failed = _failures(messages)
+        dead = [worker for worker in workers if worker.exitcode not in (None, 0)]
+        if dead and not failed:  # (its traceback, if any, was sent before it exited)
+            failed = _failures(messages)
+        if failed:
+            return failed[0]
+        if dead:
+            return f"{dead[0].name} died (exit code {dead[0].exitcode}) without a traceback"
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return None
+        mp.connection.wait([w.sentinel for w in workers], timeout=min(left, 0.1))
+
+
+def _failures(messages: Any) -> list[str]:
+    """The failures reported in ``messages`` (read from it)."""
+    return [
+        f"rank {rank} failed:\n{text}"
+        for kind, rank, text in _messages(messages)
+        if kind == "failed"
+    ]
 
 
 def _join_workers(workers: list[Any], messages: Any, timeout: float = 60) -> str | None:
