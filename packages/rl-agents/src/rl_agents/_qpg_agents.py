@@ -36,7 +36,7 @@ from rl_arrays import AgentStep, buffer_to, namedarraytuple
 from ._base_agent import BaseAgent
 from ._distributions import DistInfoStd, Gaussian
 from ._inference import agent_inference_policy
-from ._model_utils import strip_ddp_state_dict
+from ._model_utils import set_training_mode, strip_ddp_state_dict
 from ._qpg_models import LOG_STD_MAX, LOG_STD_MIN, MuMlpModel, PiMlpModel, QofMuMlpModel
 
 __all__ = ["AgentInfoDdpg", "AgentInfoSac", "DdpgAgent", "SacAgent", "Td3Agent"]
@@ -236,13 +236,9 @@ class _QpgAgent(BaseAgent):
     # ------------------------------------------------------------------ modes
 
     def _networks_train(self, mode: bool) -> None:
-        """Every network besides the policy in train (``mode``) or eval mode. A network
-        already in it is left alone: the runner switches modes on every iteration, and
-        switching each submodule costs more than a small network's action (one env step per
-        iteration)."""
+        """Every network besides the policy in train (``mode``) or eval mode."""
         for network in self._networks().values():
-            if network.training != mode:
-                network.train(mode)
+            set_training_mode(network, mode)
 
     def train_mode(self, itr: int) -> None:
         super().train_mode(itr)
