@@ -287,13 +287,15 @@ def learning_starts(task: str, sizes: Sizes) -> int:
 # ---------------------------------------------------------------------------------- rl-suite
 
 
-def our_config(task: str, sizes: Sizes, seed: int) -> dict[str, Any]:
+def our_config(task: str, sizes: Sizes, seed: int, threads: int = 1) -> dict[str, Any]:
+    """The task's preset, sized, with ``threads`` torch threads (0: torch's default; the
+    presets set 1)."""
     import rl_suite
 
     config = rl_suite.make_config(
         PRESET if task == "ppo" else QPG[task]["preset"], seed=seed, steps=sizes.steps
     )
-    overrides = []
+    overrides = [f"torch_threads={threads or None}"]
     if sizes.log_interval_steps is not None:
         overrides.append(f"runner.log_interval_steps={sizes.log_interval_steps}")
     if task != "ppo" and sizes.learning_starts is not None:
@@ -413,10 +415,10 @@ def last_row(progress_csv: Path) -> dict[str, str]:
 
 
 def run_ours(task: str, sizes: Sizes, seed: int, threads: int) -> Run:
-    threads = set_threads(threads)
+    in_effect = set_threads(threads)
     import rl_suite
 
-    config = our_config(task, sizes, seed)
+    config = our_config(task, sizes, seed, threads)
     with (
         tempfile.TemporaryDirectory(prefix="learning-bench-") as log_dir,
         open(os.devnull, "w") as devnull,
@@ -433,7 +435,7 @@ def run_ours(task: str, sizes: Sizes, seed: int, threads: int) -> Run:
         task=task,
         library="rl-suite",
         seed=seed,
-        threads=threads,
+        threads=in_effect,
         steps=int(row["CumSteps"]),
         updates=int(row["CumUpdates"]),
         train_s=float(row["CumTrainTime"]),

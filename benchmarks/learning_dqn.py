@@ -281,12 +281,11 @@ def cartpole_config(sizes: CartPoleSizes, seed: int, threads: int) -> dict[str, 
     """The ``cartpole-dqn`` preset made vanilla (what differs from the zoo's settings)."""
     import rl_suite
 
-    config = rl_suite.make_config(
-        CARTPOLE_PRESET, seed=seed, steps=sizes.steps, torch_threads=threads or None
-    )
+    config = rl_suite.make_config(CARTPOLE_PRESET, seed=seed, steps=sizes.steps)
     return rl_suite.apply_overrides(
         config,
         [
+            f"torch_threads={threads or None}",  # 0: torch's default (the preset sets 1)
             "algo_kwargs.double_dqn=False",
             "algo_kwargs.n_step_return=1",
             "algo_kwargs.bootstrap_timelimit=True",
@@ -304,12 +303,11 @@ def pong_config(sizes: PongSizes, seed: int, threads: int) -> dict[str, Any]:
     """The ``atari-dqn`` preset, serial, sized for a short run, with the Nature CNN."""
     import rl_suite
 
-    config = rl_suite.make_config(
-        PONG_PRESET, env=PONG_ENV, seed=seed, steps=sizes.steps, torch_threads=threads or None
-    )
+    config = rl_suite.make_config(PONG_PRESET, env=PONG_ENV, seed=seed, steps=sizes.steps)
     return rl_suite.apply_overrides(
         config,
         [
+            f"torch_threads={threads or None}",  # 0: torch's default
             "sampler.kind='serial'",
             "sampler.max_decorrelation_steps=0",
             f"sampler.batch_B={PONG_ENVS}",
