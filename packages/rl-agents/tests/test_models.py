@@ -1,6 +1,8 @@
 """Model components and complete models: shapes for every leading-dim case, recurrence,
 observation normalisation, and the state-dict helpers."""
 
+import copy
+
 import pytest
 import torch
 from torch.testing import assert_close
@@ -24,7 +26,7 @@ from rl_agents import (
     strip_ddp_state_dict,
     update_state_dict,
 )
-from rl_agents._model_utils import set_training_mode
+from rl_agents._model_utils import polyak_update, set_training_mode
 
 LEADS = [(), (5,), (3, 4)]
 IMAGE = (2, 24, 24)
@@ -133,6 +135,31 @@ def test_update_state_dict_hard_and_soft():
         update_state_dict(target, new, tau=1.5)
     with pytest.raises(KeyError, match="missing"):
         update_state_dict(target, {"log_std": new["log_std"]}, tau=0.5)
+
+
+class _WithBuffers(torch.nn.Module):
+    """A linear layer with a float buffer (moved like a parameter) and a counter (copied)."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(3, 2)
+        self.register_buffer("mean", torch.randn(2))
+        self.register_buffer("count", torch.randint(0, 100, ()))
+
+
+@pytest.mark.parametrize("tau", [0.005, 0.3, 1.0, 0.0])
+def test_polyak_update_equals_update_state_dict_entry_by_entry(tau):
+    torch.manual_seed(0)
+    pairs = [(_WithBuffers(), _WithBuffers()) for _ in range(2)]
+    expected = [(copy.deepcopy(target), online) for target, online in pairs]
+    polyak_update(pairs, tau)
+    for target, online in expected:
+        update_state_dict(target, online.state_dict(), tau)
+    for (got, _), (want, _) in zip(pairs, expected, strict=True):
+        for a, b in zip(got.state_dict().values(), want.state_dict().values(), strict=True):
+            assert torch.equal(a, b)
+    with pytest.raises(ValueError, match="tau"):
+        polyak_update(pairs, 1.5)
 
 
 def test_set_training_mode_is_train_and_keeps_a_submodule_s_own_train():

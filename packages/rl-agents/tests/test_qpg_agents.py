@@ -2,7 +2,6 @@
 to an asymmetric Box, the squashed Gaussian's log-likelihood, target policy smoothing,
 pretraining and evaluation modes, target updates and state dicts."""
 
-import copy
 import io
 import math
 import multiprocessing as mp
@@ -14,8 +13,6 @@ from rl_agents_testkit import Discrete
 from torch.testing import assert_close
 
 import rl_agents as ra
-from rl_agents import update_state_dict
-from rl_agents._qpg_agents import polyak_update
 from rl_arrays import AgentStep, EnvSpaces
 
 OBS_DIM = 3
@@ -386,37 +383,12 @@ def test_modes_reach_every_network_and_submodule(cls):
     for switch, training in (
         (agent.sample_mode, False),
         (agent.train_mode, True),
-        (agent.train_mode, True),  # already there: left alone, still right
+        (agent.train_mode, True),  # twice in a row
         (agent.eval_mode, False),
         (agent.train_mode, True),
     ):
         switch(0)
         assert all(m.training == training for n in networks for m in n.modules())
-
-
-class _WithBuffers(torch.nn.Module):
-    """A linear layer with a float buffer (moved like a parameter) and a counter (copied)."""
-
-    def __init__(self):
-        super().__init__()
-        self.linear = torch.nn.Linear(3, 2)
-        self.register_buffer("mean", torch.randn(2))
-        self.register_buffer("count", torch.randint(0, 100, ()))
-
-
-@pytest.mark.parametrize("tau", [0.005, 0.3, 1.0, 0.0])
-def test_polyak_update_equals_update_state_dict_entry_by_entry(tau):
-    torch.manual_seed(0)
-    pairs = [(_WithBuffers(), _WithBuffers()) for _ in range(2)]
-    expected = [(copy.deepcopy(target), online) for target, online in pairs]
-    polyak_update(pairs, tau)
-    for target, online in expected:
-        update_state_dict(target, online.state_dict(), tau)
-    for (got, _), (want, _) in zip(pairs, expected, strict=True):
-        for a, b in zip(got.state_dict().values(), want.state_dict().values(), strict=True):
-            assert torch.equal(a, b)
-    with pytest.raises(ValueError, match="tau"):
-        polyak_update(pairs, 1.5)
 
 
 @pytest.mark.parametrize("cls", AGENTS)

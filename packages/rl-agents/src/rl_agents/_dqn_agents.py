@@ -38,7 +38,7 @@ from ._dqn_models import (
     R2d1MlpModel,
 )
 from ._inference import agent_inference_policy
-from ._model_utils import strip_ddp_state_dict, update_state_dict
+from ._model_utils import polyak_update, strip_ddp_state_dict
 from ._pg_agents import AtariMixin, VectorCategoricalMixin
 
 __all__ = [
@@ -317,7 +317,7 @@ class DqnAgent(EpsilonGreedyAgentMixin, BaseAgent):
     def update_target(self, tau: float = 1) -> None:
         """Copy the model into the target (``tau=1``) or move the target towards it,
         ``target = tau * model + (1 - tau) * target`` (Polyak averaging)."""
-        update_state_dict(self._require_target(), self._plain_model().state_dict(), tau)
+        polyak_update([(self._require_target(), self._plain_model())], tau)
 
     def to_device(self, cuda_idx: int | None = None) -> None:
         super().to_device(cuda_idx)

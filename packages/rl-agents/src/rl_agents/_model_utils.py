@@ -1,4 +1,5 @@
-"""Small helpers for models: conv output shapes, gradient scaling, state-dict updates."""
+"""Small helpers for models: conv output shapes, gradient scaling, state-dict and target
+updates, mode switches."""
 
 from __future__ import annotations
 
@@ -114,3 +115,28 @@ def update_state_dict(
             value.lerp_(new, tau)
         else:
             value.copy_(new)
+
+
+@torch.no_grad()
+def polyak_update(pairs: list[tuple[torch.nn.Module, torch.nn.Module]], tau: float) -> None:
+    """Move each target module towards its online module (same architecture): floating-point
+    parameters and buffers become ``tau * online + (1 - tau) * target``, all of them in one
+    ``torch._foreach_lerp_`` (``update_state_dict`` makes one call per entry, after building
+    both state dicts); other buffers (integer counters) are copied. ``tau=1`` copies
+    everything, ``tau=0`` changes nothing. Every agent's ``update_target`` uses it."""
+    if not 0 <= tau <= 1:
+        raise ValueError(f"tau must lie in [0, 1], got {tau!r}")
+    if tau == 0:
+        return
+    targets, onlines = [], []
+    for target, online in pairs:
+        target_entries = [*target.parameters(), *target.buffers()]
+        online_entries = [*online.parameters(), *online.buffers()]
+        for t, o in zip(target_entries, online_entries, strict=True):
+            if tau == 1 or not t.is_floating_point():
+                t.copy_(o)
+            else:
+                targets.append(t)
+                onlines.append(o)
+    if targets:
+        torch._foreach_lerp_(targets, onlines, tau)

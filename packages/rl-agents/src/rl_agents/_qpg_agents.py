@@ -36,7 +36,7 @@ from rl_arrays import AgentStep, buffer_to, namedarraytuple
 from ._base_agent import BaseAgent
 from ._distributions import DistInfoStd, Gaussian
 from ._inference import agent_inference_policy
-from ._model_utils import set_training_mode, strip_ddp_state_dict
+from ._model_utils import polyak_update, set_training_mode, strip_ddp_state_dict
 from ._qpg_models import LOG_STD_MAX, LOG_STD_MIN, MuMlpModel, PiMlpModel, QofMuMlpModel
 
 __all__ = ["AgentInfoDdpg", "AgentInfoSac", "DdpgAgent", "SacAgent", "Td3Agent"]
@@ -103,31 +103,6 @@ def _check_number(name: str, value: Any, positive: bool = False, allow_none: boo
 
 def _with_default_sizes(kwargs: Mapping[str, Any] | None, sizes: list[int]) -> dict[str, Any]:
     return {"hidden_sizes": sizes, **(kwargs or {})}
-
-
-@torch.no_grad()
-def polyak_update(pairs: list[tuple[torch.nn.Module, torch.nn.Module]], tau: float) -> None:
-    """Move each target module towards its online module (same architecture): floating-point
-    parameters and buffers become ``tau * online + (1 - tau) * target``, all of them in one
-    ``torch._foreach_lerp_`` (``update_state_dict`` makes one call per entry, after building
-    both state dicts); other buffers (integer counters) are copied. ``tau=1`` copies
-    everything, ``tau=0`` changes nothing."""
-    if not 0 <= tau <= 1:
-        raise ValueError(f"tau must lie in [0, 1], got {tau!r}")
-    if tau == 0:
-        return
-    targets, onlines = [], []
-    for target, online in pairs:
-        target_entries = [*target.parameters(), *target.buffers()]
-        online_entries = [*online.parameters(), *online.buffers()]
-        for t, o in zip(target_entries, online_entries, strict=True):
-            if tau == 1 or not t.is_floating_point():
-                t.copy_(o)
-            else:
-                targets.append(t)
-                onlines.append(o)
-    if targets:
-        torch._foreach_lerp_(targets, onlines, tau)
 
 
 class _QpgAgent(BaseAgent):
