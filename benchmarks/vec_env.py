@@ -45,8 +45,8 @@ Given as rl-suite's argument, then rsl_rl's ``train_cfg`` entry:
   (init_std=1.0, std_type="log")``;
 - value function: a separate MLP of the same sizes and activation (ours keeps the pair's
   weights stacked: small batches run as one batched MLP, CPU batches of 1,024 rows or more as
-  the two MLPs in cache-sized chunks of rows) / critic ``MLPModel``; torch.nn.Linear's default initialisation on both
-  (rsl_rl initialises nothing else for a Gaussian);
+  the two MLPs in cache-sized chunks of rows) / critic ``MLPModel``; torch.nn.Linear's
+  default initialisation on both (rsl_rl initialises nothing else for a Gaussian);
 - PPO: 5 epochs x 4 minibatches of single steps (``epochs``, ``minibatches`` /
   ``num_learning_epochs``, ``num_mini_batches``); ratio clip 0.2 and value clip 0.2
   (``ratio_clip``, ``value_clip`` / ``clip_param``, ``use_clipped_value_loss=True``);
