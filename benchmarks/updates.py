@@ -6,6 +6,7 @@ machine: the limit a library built on it approaches.
     python benchmarks/updates.py               # SAC, TD3 and DQN, 5 timed rounds per side
     python benchmarks/updates.py --task td3
     python benchmarks/updates.py --quick       # a few updates; the numbers mean nothing
+    python benchmarks/updates.py --threads 2   # 2 torch threads on every side
 
 ``learning.py`` and ``learning_dqn.py`` time whole runs, most of whose time is updates (one per
 env step for SAC and TD3, one per 2 env steps for DQN on CartPole). This script times the
@@ -13,10 +14,10 @@ updates alone, so that ours' ratio to SB3 can be set beside the ratio the bare l
 when even the bare loop is not 1.5x SB3 (issues 6 and 7's target), no eager implementation of
 the same update is.
 
-Each side runs in its own fresh process (spawn) with 1 torch thread. It fills its replay buffer
-with random actions (SAC, TD3: 1,000 steps of one Pendulum-v1; DQN: 1,024 steps of 8
-CartPole-v1), warms up, then takes 5 timed rounds (SAC, TD3: 200 updates each; DQN: 4 trainings
-of 128 updates each); the table gives the best round's mean time per update.
+Each side runs in its own fresh process (spawn) with 1 torch thread (``--threads``). It fills
+its replay buffer with random actions (SAC, TD3: 1,000 steps of one Pendulum-v1; DQN: 1,024
+steps of 8 CartPole-v1), warms up, then takes 5 timed rounds (SAC, TD3: 200 updates each; DQN:
+4 trainings of 128 updates each); the table gives the best round's mean time per update.
 
 - rl-suite: the preset's runner (``pendulum-sac``, ``pendulum-td3``; ``cartpole-dqn`` made vanilla
   as in ``learning_dqn.py``), started, sampling as in training; timed: ``algo.optimize_agent(itr,
@@ -77,7 +78,7 @@ QUICK_SIZES = {"sac": (300, 2, 3), "td3": (300, 2, 3), "dqn": (256, 128, 128)}
 ROUNDS, QUICK_ROUNDS = 5, 2
 
 
-def our_config(task: str, fill: int) -> dict[str, Any]:
+def our_config(task: str, fill: int, threads: int) -> dict[str, Any]:
     import rl_suite
 
     if task == "dqn":  # learning_dqn.py's cartpole-dqn made vanilla
@@ -93,20 +94,21 @@ def our_config(task: str, fill: int) -> dict[str, Any]:
         ]
     else:
         config, overrides = rl_suite.make_config(f"pendulum-{task}", seed=0), []
-    overrides += [f"algo_kwargs.min_steps_learn={fill}", "runner.evaluate=False", "torch_threads=1"]
+    overrides += [f"algo_kwargs.min_steps_learn={fill}", "runner.evaluate=False"]
+    overrides.append(f"torch_threads={threads}")
     return rl_suite.apply_overrides(config, overrides)
 
 
-def ours(task: str, sizes: tuple[int, int, int], rounds: int) -> float:
+def ours(task: str, sizes: tuple[int, int, int], rounds: int, threads: int) -> float:
     """Seconds per update in the best round: ``optimize_agent`` as the runner calls it."""
     import torch
 
-    torch.set_num_threads(1)
+    torch.set_num_threads(threads)
     import rl_suite
     from rl_runners import logger_context
 
     fill, warm_up, per_round = sizes
-    runner = rl_suite.build(our_config(task, fill))
+    runner = rl_suite.build(our_config(task, fill, threads))
     with (
         tempfile.TemporaryDirectory() as log_dir,
         open(os.devnull, "w") as devnull,
@@ -157,11 +159,11 @@ def best_round(update: Callable[[], Any], sizes: tuple[int, int, int], rounds: i
     return min(means)
 
 
-def sb3(task: str, sizes: tuple[int, int, int], rounds: int) -> float:
+def sb3(task: str, sizes: tuple[int, int, int], rounds: int, threads: int) -> float:
     """Seconds per update in the best round: ``model.train``."""
     import torch
 
-    torch.set_num_threads(1)
+    torch.set_num_threads(threads)
     import gymnasium
     import numpy as np
     from stable_baselines3 import DQN, SAC, TD3
@@ -230,7 +232,9 @@ def sb3(task: str, sizes: tuple[int, int, int], rounds: int) -> float:
     )
 
 
-def bare(task: str, sizes: tuple[int, int, int], rounds: int, variant: str = "eager") -> float:
+def bare(
+    task: str, sizes: tuple[int, int, int], rounds: int, threads: int, variant: str = "eager"
+) -> float:
     """Seconds per update in the best round: the same math in plain PyTorch, eager, with the
     hidden layers' products in bfloat16 (``"bf16"``) or with every network compiled
     (``"compiled"``)."""
@@ -238,7 +242,7 @@ def bare(task: str, sizes: tuple[int, int, int], rounds: int, variant: str = "ea
     import torch.nn.functional as F
     from torch import nn
 
-    torch.set_num_threads(1)
+    torch.set_num_threads(threads)
     torch.manual_seed(0)
     settings, n = SETTINGS[task], max(sizes[0], 1_000)
     batch, (h1, h2), gamma = settings["batch"], settings["hidden"], settings["gamma"]
@@ -409,12 +413,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="seconds; no timing claims")
     parser.add_argument("--task", choices=["sac", "td3", "dqn", "all"], default="all")
+    parser.add_argument(
+        "--threads", type=int, default=1, help="torch threads on every side (default 1)"
+    )
     args = parser.parse_args()
+    if args.threads < 1:
+        parser.error(f"--threads must be at least 1, got {args.threads}")
     all_sizes, rounds = (QUICK_SIZES, QUICK_ROUNDS) if args.quick else (SIZES, ROUNDS)
     if args.quick:
         print("--quick: a few updates; these numbers mean nothing.")
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"load average before: {load} (1, 5, 15 min) on {os.cpu_count()} cores", flush=True)
+    print(f"torch threads on every side: {args.threads}")
     print(f"bfloat16 instructions (oneDNN): {bf16_native()}")
     sides: dict[str, tuple[Callable[..., float], tuple[str, ...]]] = {
         "rl-suite": (ours, ()),
@@ -428,7 +438,7 @@ def main() -> None:
     print("-" * 50)
     for task in ["sac", "td3", "dqn"] if args.task == "all" else [args.task]:
         seconds = {
-            name: in_fresh_process(side, task, all_sizes[task], rounds, *variant)
+            name: in_fresh_process(side, task, all_sizes[task], rounds, args.threads, *variant)
             for name, (side, variant) in sides.items()
         }
         speeds = {name: seconds["SB3"] / s for name, s in seconds.items()}
