@@ -94,8 +94,11 @@ def our_config(task: str, fill: int, threads: int) -> dict[str, Any]:
         ]
     else:
         config, overrides = rl_suite.make_config(f"pendulum-{task}", seed=0), []
-    overrides += [f"algo_kwargs.min_steps_learn={fill}", "runner.evaluate=False"]
-    overrides.append(f"torch_threads={threads}")
+    overrides += [
+        f"algo_kwargs.min_steps_learn={fill}",
+        "runner.evaluate=False",
+        f"torch_threads={threads}",
+    ]
     return rl_suite.apply_overrides(config, overrides)
 
 
