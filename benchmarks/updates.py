@@ -405,6 +405,12 @@ def in_fresh_process(func: Callable[..., float], *args: object) -> float:
         return pool.submit(func, *args).result()
 
 
+def print_load(when: str) -> None:
+    """Another process on the machine slows every figure: compare only quiet runs."""
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"load average {when}: {load} (1, 5, 15 min) on {os.cpu_count()} cores", flush=True)
+
+
 def bf16_native() -> bool:
     """Whether oneDNN runs bfloat16 products natively on this CPU (else it emulates them)."""
     import torch
@@ -425,8 +431,7 @@ def main() -> None:
     all_sizes, rounds = (QUICK_SIZES, QUICK_ROUNDS) if args.quick else (SIZES, ROUNDS)
     if args.quick:
         print("--quick: a few updates; these numbers mean nothing.")
-    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    print(f"load average before: {load} (1, 5, 15 min) on {os.cpu_count()} cores", flush=True)
+    print_load("before")
     print(f"torch threads on every side: {args.threads}")
     print(f"bfloat16 instructions (oneDNN): {bf16_native()}")
     sides: dict[str, tuple[Callable[..., float], tuple[str, ...]]] = {
@@ -455,8 +460,7 @@ def main() -> None:
             f"{task}: rl-suite {speeds['rl-suite']:.2f}x SB3 (target {SPEED_TARGET:g}: {verdict}); "
             f"{others}\n"
         )
-    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    print(f"load average after: {load} (1, 5, 15 min) on {os.cpu_count()} cores")
+    print_load("after")
 
 
 if __name__ == "__main__":
