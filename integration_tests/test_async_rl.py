@@ -106,7 +106,7 @@ def test_async_dqn_learns_cartpole(tmp_path):
         n_steps=100_000,
         seed=0,
         affinity=AFFINITY,
-        log_interval_steps=5_000,
+        log_interval_steps=2_000,  # a row of learning alone even if 475 comes by 5k steps
         stop_return=475,
     )
     with logger_context(tmp_path, 0, "dqn", snapshot_mode="none") as run_dir:
@@ -114,7 +114,7 @@ def test_async_dqn_learns_cartpole(tmp_path):
     rows = read_progress(run_dir)
     best = max(float(r["ReturnAverage"]) for r in rows if r["ReturnAverage"])
     assert best >= 475, [(r["CumSteps"], r["ReturnAverage"]) for r in rows]
-    check_replay_ratio(rows, algo, after_steps=algo.min_steps_learn + 5_000)
+    check_replay_ratio(rows, algo, after_steps=algo.min_steps_learn + 2_000)
 
 
 @pytest.mark.slow
