@@ -85,6 +85,18 @@ def test_step_returns_agent_step_with_the_contract_layout(cls, spaces, kwargs):
 
 
 @pytest.mark.parametrize(("cls", "spaces", "kwargs"), ALL_AGENTS, ids=_ids(ALL_AGENTS))
+def test_step_and_value_put_their_outputs_on_output_device(cls, spaces, kwargs):
+    """The CPU by default (where most samplers write); a batched sampler on a GPU sets its
+    device, and nothing then visits the host ("meta" stands in for a device here)."""
+    agent = make_agent(cls, spaces, kwargs)
+    inputs = agent_inputs(spaces, (B,))
+    assert all(x.device.type == "cpu" for x in _leaves(agent.step(*inputs)))
+    agent.output_device = torch.device("meta")
+    assert all(x.device.type == "meta" for x in _leaves(agent.step(*inputs)))
+    assert agent.value(*inputs).device.type == "meta"
+
+
+@pytest.mark.parametrize(("cls", "spaces", "kwargs"), ALL_AGENTS, ids=_ids(ALL_AGENTS))
 def test_step_without_leading_dims_gives_one_example_of_each_field(cls, spaces, kwargs):
     """What a sampler steps once, unbatched, to size its [T, B] buffers: every field as one
     environment's step (the recurrent state [N, H])."""

@@ -390,6 +390,7 @@ def test_to_device_cpu_keeps_model_and_target_on_the_cpu():
     assert agent(*agent_inputs(VECTOR_DISCRETE_SPACES, (B,))).device.type == "cpu"
 
 
+@pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
 @pytest.mark.parametrize(("cls", "spaces", "kwargs"), ALL_AGENTS, ids=_ids(ALL_AGENTS))
 def test_to_device_cuda_moves_model_and_target(cls, spaces, kwargs):

@@ -6,6 +6,7 @@ import copy
 import pytest
 import torch
 from torch.testing import assert_close
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from rl_agents import (
     AtariFfModel,
@@ -315,6 +316,30 @@ def test_large_cpu_batches_run_member_by_member_in_chunks_without_changing_anyth
         for a, b in zip(results[0], tensors, strict=True):
             assert a.shape == b.shape
             assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("make", [_categorical_ff, _mujoco_ff])
+def test_off_the_cpu_every_batch_runs_as_one_batched_pair(make):
+    """The chunks are a CPU trick: on another device (here "meta") a batch of any size is
+    the same few operations (a GPU launches one kernel per operation)."""
+
+    def operations(rows):
+        with _OperationCount() as count:
+            model(torch.zeros(rows, *OBS, device="meta"), None, None)
+        return count.n
+
+    model = make().to("meta")
+    assert operations(8) == operations(2**17) < 30
+
+
+class _OperationCount(TorchDispatchMode):
+    def __enter__(self):
+        self.n = 0
+        return super().__enter__()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.n += 1
+        return func(*args, **(kwargs or {}))
 
 
 def test_twin_mlp_chunk_rows_follow_the_widest_layer():

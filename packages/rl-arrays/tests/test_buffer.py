@@ -18,11 +18,20 @@ from rl_arrays import (
     get_leading_dims,
     is_namedarraytuple,
     namedarraytuple,
+    normalize_device,
     numpify_buffer,
     torchify_buffer,
 )
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
+
+
+def _cuda_available():
+    import torch
+
+    return torch.cuda.is_available()
+
+
 Info = namedtuple("Info", ["timeout", "score"])
 Step = namedtuple("Step", ["observation", "reward", "info", "missing"])
 EXAMPLE = Step(np.zeros((4, 2), np.uint8), np.float32(1), Info(False, 0.0), None)
@@ -105,6 +114,25 @@ def test_buffer_to_moves_tensors():
     assert moved.info.score.device.type == "cpu" and moved.missing is None
     with pytest.raises(TypeError, match="torch tensors"):
         buffer_to((np.zeros(2),), "cpu")
+
+
+@pytest.mark.skipif(not HAS_TORCH, reason="needs torch")
+def test_normalize_device_gives_the_device_tensors_report():
+    import torch
+
+    assert normalize_device("cpu") == torch.device("cpu")
+    assert normalize_device(torch.device("cuda", 1)) == torch.device("cuda", 1)  # kept as given
+    with pytest.raises(RuntimeError):
+        normalize_device("no-such-device")
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not HAS_TORCH or not _cuda_available(), reason="needs a GPU")
+def test_normalize_device_gives_cuda_its_current_index():
+    import torch
+
+    assert normalize_device("cuda") == torch.zeros(0, device="cuda").device  # cuda:0 ...
+    assert normalize_device("cuda") == torch.device("cuda", torch.cuda.current_device())
 
 
 @pytest.mark.skipif(not HAS_TORCH, reason="needs torch")

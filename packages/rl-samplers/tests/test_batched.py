@@ -12,10 +12,12 @@ import torch
 from gymnasium.vector import AutoresetMode
 from sampler_toys import AgentInfo, EchoAgent, leaves
 
-from rl_arrays import AgentStep
+from rl_arrays import AgentStep, normalize_device
 from rl_samplers import BatchedSampler, BatchEnv, FloatBox, IntBox, SerialSampler, TrajInfo, make
 
-DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+# The CUDA cases are marked ``cuda`` (benchmarks/gpu.py runs them) and skipped without a GPU.
+GPU = [pytest.mark.cuda, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")]
+DEVICES = ["cpu", pytest.param("cuda", marks=GPU)]
 
 
 class TorchCountingEnv(BatchEnv):
@@ -51,7 +53,9 @@ class TorchCountingEnv(BatchEnv):
         return self._obs()
 
     def step(self, action):
-        assert action.device == self.device and action.shape == (self.num_envs,)
+        # A tensor's device has its index ("cuda:0") where the env may declare "cuda".
+        assert action.device == normalize_device(self.device)
+        assert action.shape == (self.num_envs,)
         self.t += 1
         reward = action.float() + 0.5 * self.t
         terminated = self.t >= self.length
@@ -85,7 +89,7 @@ def test_torch_batch_env_steps_are_real_transitions_on_its_device(device):
     for itr in range(2):
         agent.resets.clear()
         samples, infos = sampler.obtain_samples(itr)
-        assert all(leaf.device == torch.device(device) for leaf in leaves(samples))
+        assert all(leaf.device == normalize_device(device) for leaf in leaves(samples))
         s = samples
         for t in range(30):  # the same env, stepped by hand with the recorded actions
             assert torch.equal(s.env.observation[t], observation)
@@ -153,6 +157,47 @@ def test_the_batch_holds_no_autograd_history():
     sampler.initialize(GradAgent(), seed=0, bootstrap_value=True)
     samples, _ = sampler.obtain_samples(0)
     assert not samples.agent.agent_info.value.requires_grad
+    sampler.shutdown()
+
+
+def test_trajectory_infos_are_built_only_where_indexed():
+    sampler, _ = torch_sampler(T=30, B=4)
+    sampler.initialize(EchoAgent(), seed=3)
+    samples, infos = sampler.obtain_samples(0)
+    done = samples.env.done.clone()
+    everything = list(infos)
+    n = int(done.sum())
+    assert len(infos) == len(everything) == n > 10
+    # (t, b) order: an env's episode that began in the batch spans the steps since its done
+    last_done = [None] * 4
+    for info, end in zip(everything, torch.nonzero(done.flatten()).flatten().tolist(), strict=True):
+        t, b = divmod(end, 4)
+        assert last_done[b] is None or info.Length == t - last_done[b]
+        last_done[b] = t
+    key = lambda info: (info.Length, info.Return, info.DiscountedReturn)  # noqa: E731
+    expected = list(map(key, everything))
+    for index in (slice(-3, None), slice(1, 7, 2), slice(None, None, -4), slice(-(n + 5), None)):
+        assert list(map(key, infos[index])) == expected[index]
+    assert key(infos[-1]) == expected[-1] and key(infos[2]) == expected[2]
+    assert infos[n:] == []
+    with pytest.raises(IndexError):
+        infos[n]
+    sampler.obtain_samples(1)  # the infos keep their own data: the next batch leaves them
+    assert list(map(key, infos)) == expected
+    sampler.shutdown()
+
+
+class DeviceAgent(EchoAgent):
+    """Has ``output_device``, where rl-agents' agents put the outputs of ``step``."""
+
+    output_device = None
+
+
+def test_the_agent_is_told_to_keep_its_outputs_on_the_envs_device():
+    sampler, _ = torch_sampler(T=2, B=2)
+    agent = DeviceAgent()
+    sampler.initialize(agent, seed=0)
+    assert agent.output_device == sampler.device == torch.device("cpu")
     sampler.shutdown()
 
 

@@ -22,7 +22,9 @@ from rl_samplers import (
     TorchPendulum,
 )
 
-DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+# The CUDA cases are marked ``cuda`` (benchmarks/gpu.py runs them) and skipped without a GPU.
+GPU = [pytest.mark.cuda, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")]
+DEVICES = ["cpu", pytest.param("cuda", marks=GPU)]
 POSITIONS = [0, 2]  # CartPole's x and theta
 
 ValueInfo = namedarraytuple("ValueInfo", ["value"])

@@ -22,7 +22,9 @@ from sampler_toys import AgentInfo
 from rl_arrays import AgentStep
 from rl_samplers import BatchedSampler, FloatBox, IntBox, TorchCartPole, TorchPendulum
 
-DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+# The CUDA cases are marked ``cuda`` (benchmarks/gpu.py runs them) and skipped without a GPU.
+GPU = [pytest.mark.cuda, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")]
+DEVICES = ["cpu", pytest.param("cuda", marks=GPU)]
 
 
 def cartpole_actions(rng, B):
@@ -171,6 +173,7 @@ def test_shapes_dtypes_devices_and_spaces(Env, device):
     for flag in (terminated, truncated):
         assert flag.shape == (B,) and flag.dtype == torch.bool
     assert all(x.device.type == dev.type for x in (obs, reward, terminated, truncated))
+    assert all(x.device == env.device for x in (obs, reward, terminated, truncated))  # "cuda:0"
     assert torch.equal(env.elapsed, torch.ones(B, dtype=torch.int64, device=device))
     assert env.spaces.observation is env.observation_space
 

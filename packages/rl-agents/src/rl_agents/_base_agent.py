@@ -46,7 +46,9 @@ class BaseAgent(abc.ABC):
     (image shape, number of actions ...); ``initial_model_state_dict`` is loaded into it.
 
     Subclasses define ``__call__`` (training forward pass, with grad, outputs on
-    ``device``) and ``step`` (action selection for the sampler, outputs on CPU).
+    ``device``) and ``step`` (action selection for the sampler, outputs on
+    ``output_device``: the CPU, where most samplers write them, unless a sampler sets it;
+    ``BatchedSampler`` sets its environment's device, so a GPU batch never visits the host).
     """
 
     recurrent = False
@@ -65,6 +67,7 @@ class BaseAgent(abc.ABC):
         self.shared_model: torch.nn.Module | None = None
         self.distribution: Any = None
         self.device = torch.device("cpu")
+        self.output_device = torch.device("cpu")
         self.env_spaces: Any = None
         self.env_model_kwargs: dict[str, Any] = {}
         self.share_memory = False
@@ -252,7 +255,8 @@ class BaseAgent(abc.ABC):
 
     @abc.abstractmethod
     def step(self, observation: Any, prev_action: Any, prev_reward: Any) -> Any:
-        """Select actions for the sampler: an ``AgentStep(action, agent_info)`` on CPU."""
+        """Select actions for the sampler: an ``AgentStep(action, agent_info)`` on
+        ``output_device``."""
 
     def reset(self) -> None:  # noqa: B027 (a real no-op: feed-forward agents keep no state)
         """Forget any per-episode state (feed-forward agents have none)."""

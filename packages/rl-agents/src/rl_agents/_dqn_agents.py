@@ -11,7 +11,8 @@ Interface for the algorithms (all outputs on the agent's device, inputs moved th
 * ``R2d1Agent``: ``agent(o, a, r, init_rnn_state) -> (q, next_rnn_state)`` and the same from
   ``target``, states in [num_layers, B, H] layout.
 
-``step`` returns ``AgentStep(action, agent_info)`` on CPU, as the policy-gradient agents do;
+``step`` returns ``AgentStep(action, agent_info)`` on ``output_device`` (the CPU unless a
+sampler sets it), as the policy-gradient agents do;
 ``prev_action`` is given as integer actions.
 """
 
@@ -303,10 +304,13 @@ class DqnAgent(EpsilonGreedyAgentMixin, BaseAgent):
 
     @torch.no_grad()
     def step(self, observation: Any, prev_action: Any, prev_reward: Any) -> Any:
-        """Epsilon-greedy actions: ``AgentStep(action, AgentInfoDqn(q))`` on CPU."""
+        """Epsilon-greedy actions: ``AgentStep(action, AgentInfoDqn(q))`` on
+        ``output_device``."""
         q = self._q_output(self.model(*self._model_inputs(observation, prev_action, prev_reward)))
         action = self.distribution.sample(q)
-        return buffer_to(AgentStep(action=action, agent_info=self._agent_info(q)), device="cpu")
+        return buffer_to(
+            AgentStep(action=action, agent_info=self._agent_info(q)), device=self.output_device
+        )
 
     def inference_policy(self, device: Any = "cpu") -> torch.nn.Module:
         """A frozen copy of the model on ``device`` acting greedily (epsilon 0): the action
@@ -427,8 +431,8 @@ class R2d1AgentBase(DqnAgent):
     @torch.no_grad()
     def step(self, observation: Any, prev_action: Any, prev_reward: Any) -> Any:
         """Epsilon-greedy actions, advancing the state: ``AgentStep(action,
-        AgentInfoR2d1(q, prev_rnn_state))`` on CPU, prev_rnn_state batch-first [B, N, H]
-        (zeros after a reset; [N, H] for inputs without leading dims)."""
+        AgentInfoR2d1(q, prev_rnn_state))`` on ``output_device``, prev_rnn_state batch-first
+        [B, N, H] (zeros after a reset; [N, H] for inputs without leading dims)."""
         inputs = self._model_inputs(observation, prev_action, prev_reward)
         prev_rnn_state = self.prev_rnn_state  # type: ignore[attr-defined]
         q, rnn_state = self.model(*inputs, prev_rnn_state)
@@ -439,7 +443,9 @@ class R2d1AgentBase(DqnAgent):
         if inputs[2].ndim == 0:  # no leading dims: one environment's [N, H]
             stored = buffer_method(stored, "squeeze", 0)
         agent_info = AgentInfoR2d1(q=q, prev_rnn_state=stored)
-        agent_step = buffer_to(AgentStep(action=action, agent_info=agent_info), device="cpu")
+        agent_step = buffer_to(
+            AgentStep(action=action, agent_info=agent_info), device=self.output_device
+        )
         self.advance_rnn_state(rnn_state)  # type: ignore[attr-defined]
         return agent_step
 

@@ -204,19 +204,20 @@ class _FeedForwardPg(_PgActing):
 
     @torch.no_grad()
     def step(self, observation: Any, prev_action: Any, prev_reward: Any) -> Any:
-        """Sample actions: ``AgentStep(action, AgentInfo(dist_info, value))`` on CPU."""
+        """Sample actions: ``AgentStep(action, AgentInfo(dist_info, value))`` on
+        ``output_device``."""
         outputs = self.model(*self._model_inputs(observation, prev_action, prev_reward))
         dist_info, value = self._dist_info_value(outputs)  # type: ignore[attr-defined]
         action = self._select_action(dist_info)
         agent_step = AgentStep(action=action, agent_info=AgentInfo(dist_info, value))
-        return buffer_to(agent_step, device="cpu")
+        return buffer_to(agent_step, device=self.output_device)
 
     @torch.no_grad()
     def value(self, observation: Any, prev_action: Any, prev_reward: Any) -> torch.Tensor:
-        """State values (e.g. the bootstrap value after a batch), on CPU."""
+        """State values (e.g. the bootstrap value after a batch), on ``output_device``."""
         outputs = self.model(*self._model_inputs(observation, prev_action, prev_reward))
         _, value = self._dist_info_value(outputs)  # type: ignore[attr-defined]
-        return value.cpu()
+        return value.to(self.output_device)
 
 
 class _RecurrentPg(_PgActing):
@@ -240,8 +241,8 @@ class _RecurrentPg(_PgActing):
     @torch.no_grad()
     def step(self, observation: Any, prev_action: Any, prev_reward: Any) -> Any:
         """Sample actions and advance the state: ``AgentStep(action, AgentInfoRnn(dist_info,
-        value, prev_rnn_state))`` on CPU, prev_rnn_state batch-first [B, N, H] (zeros
-        after a reset; [N, H] for inputs without leading dims)."""
+        value, prev_rnn_state))`` on ``output_device``, prev_rnn_state batch-first [B, N, H]
+        (zeros after a reset; [N, H] for inputs without leading dims)."""
         inputs = self._model_inputs(observation, prev_action, prev_reward)
         prev_rnn_state = self.prev_rnn_state  # type: ignore[attr-defined]
         *outputs, rnn_state = self.model(*inputs, prev_rnn_state)
@@ -253,19 +254,22 @@ class _RecurrentPg(_PgActing):
         if inputs[2].ndim == 0:  # no leading dims: one environment's [N, H]
             stored = buffer_method(stored, "squeeze", 0)
         agent_info = AgentInfoRnn(dist_info, value, stored)
-        agent_step = buffer_to(AgentStep(action=action, agent_info=agent_info), device="cpu")
+        agent_step = buffer_to(
+            AgentStep(action=action, agent_info=agent_info), device=self.output_device
+        )
         self.advance_rnn_state(rnn_state)  # type: ignore[attr-defined]
         return agent_step
 
     @torch.no_grad()
     def value(self, observation: Any, prev_action: Any, prev_reward: Any) -> torch.Tensor:
-        """State values from the current recurrent state, which is not advanced; on CPU."""
+        """State values from the current recurrent state, which is not advanced; on
+        ``output_device``."""
         inputs = self._model_inputs(observation, prev_action, prev_reward)
         batch_size = int(inputs[2].shape[-1]) if inputs[2].ndim else 1
         rnn_state = self._rnn_state_for_value(batch_size)  # type: ignore[attr-defined]
         *outputs, _ = self.model(*inputs, rnn_state)
         _, value = self._dist_info_value(outputs)  # type: ignore[attr-defined]
-        return value.cpu()
+        return value.to(self.output_device)
 
 
 # ------------------------------------------------------------------ the agents

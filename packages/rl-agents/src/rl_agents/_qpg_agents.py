@@ -19,7 +19,8 @@ Interface for the algorithms (inputs moved to the agent's device, outputs on it)
 All have ``update_target(tau)``, ``normalize_action(action)`` and
 ``give_min_itr_learn(itr)``: before that sampler iteration, actions are drawn with
 ``pretrain_std`` (exploration while the replay buffer fills). Evaluation is deterministic.
-``step`` returns ``AgentStep(action, agent_info)`` on CPU, as every agent does.
+``step`` returns ``AgentStep(action, agent_info)`` on ``output_device`` (the CPU unless a
+sampler sets it), as every agent does.
 """
 
 from __future__ import annotations
@@ -377,7 +378,7 @@ class DdpgAgent(_QpgAgent):
         mu = self.model(*self._model_inputs(observation, prev_action, prev_reward))
         action = self.distribution.sample(DistInfoStd(mean=mu, log_std=None))
         agent_info = AgentInfoDdpg(mu=self._env_action(mu))
-        return buffer_to(AgentStep(self._env_action(action), agent_info), device="cpu")
+        return buffer_to(AgentStep(self._env_action(action), agent_info), device=self.output_device)
 
     def sample_mode(self, itr: int) -> None:
         super().sample_mode(itr)
@@ -570,4 +571,4 @@ class SacAgent(_QpgAgent):
         else:
             action = self.distribution.sample(dist_info)
         agent_info = AgentInfoSac(dist_info=dist_info)
-        return buffer_to(AgentStep(self._env_action(action), agent_info), device="cpu")
+        return buffer_to(AgentStep(self._env_action(action), agent_info), device=self.output_device)

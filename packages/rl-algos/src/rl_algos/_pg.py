@@ -248,12 +248,13 @@ class PolicyGradientAlgo:
 
     @staticmethod
     def _normalize(advantage: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
-        """Zero mean, unit standard deviation over the valid steps (std floored at 1e-6)."""
-        selected = advantage[valid > 0]
-        if selected.numel() == 0:
-            return advantage
-        std = selected.std() if selected.numel() > 1 else torch.zeros_like(selected[0])
-        return (advantage - selected.mean()) / std.clamp(min=1e-6)
+        """Zero mean, unit standard deviation over the valid steps (std floored at 1e-6;
+        unchanged when no step is valid), as masked sums: nothing is read on the host."""
+        count = valid.sum()
+        mean = (advantage * valid).sum() / count.clamp(min=1)
+        variance = ((advantage - mean) ** 2 * valid).sum() / (count - 1).clamp(min=1)
+        normalized = (advantage - mean) / variance.sqrt().clamp(min=1e-6)
+        return torch.where(count > 0, normalized, advantage)
 
     def _prepare(self, samples: Any) -> Any:
         """The batch as tensors on the agent's device; the agent's observation statistics

@@ -151,7 +151,9 @@ class PPO(PolicyGradientAlgo):
         self._lr_factor = lr_factor
         if self.linear_lr_schedule:
             self.lr_scheduler = torch.optim.lr_scheduler.LambdaLR(self._optimizer, lr_factor)
-        self._generator = torch.Generator()
+        # On the agent's device: the minibatch order is drawn where the batch lives (a CPU
+        # permutation of a GPU batch would cross to the device every epoch).
+        self._generator = torch.Generator(self._agent.device)
         self._generator.manual_seed(int(torch.randint(2**62, ())))
         self.ratio_clip = self._base_ratio_clip
 
@@ -193,7 +195,7 @@ class PPO(PolicyGradientAlgo):
             # The whole batch by default: its loss does not depend on the order.
             batch, batch_old_value, splits = loss_inputs, old_value, [slice(None)]
             if self.minibatches > 1:
-                order = torch.randperm(n, generator=self._generator).to(reward.device)
+                order = torch.randperm(n, generator=self._generator, device=reward.device)
                 if recurrent:
                     splits = order.tensor_split(self.minibatches)
                 else:  # one gather of the epoch's order, then contiguous minibatches of it
@@ -212,17 +214,22 @@ class PPO(PolicyGradientAlgo):
                     minibatch = minibatch._replace(advantage=advantage)
                 self._optimizer.zero_grad()
                 loss, dist_info, ratio = self.loss(*minibatch, rnn_state, old_value=mb_old_value)
-                if self.desired_kl is not None:
-                    self._adapt_learning_rate(minibatch.old_dist_info, dist_info, minibatch.valid)
+                if self.desired_kl is not None:  # (recurrent: the padding left out)
+                    kl_weights = minibatch.valid if recurrent else None
+                    self._adapt_learning_rate(minibatch.old_dist_info, dist_info, kl_weights)
                 learning_rates.append(self._optimizer.param_groups[0]["lr"])
                 loss.backward()
                 grad_norms.append(self._clip_and_step())
                 losses.append(loss.detach())
                 steps.append((dist_info, ratio, minibatch.old_dist_info, minibatch.valid))
-        entropy, perplexity, kl, clip_fraction = self._diagnostics(steps)
+        # Every per-step diagnostic in one read from the device.
+        diagnostics = torch.cat(
+            [torch.stack(losses)[None], torch.stack(grad_norms)[None], self._diagnostics(steps)]
+        )
+        loss, grad_norm, entropy, perplexity, kl, clip_fraction = diagnostics.tolist()
         opt_info = PpoOptInfo(
-            loss=torch.stack(losses).tolist(),
-            gradNorm=torch.stack(grad_norms).tolist(),
+            loss=loss,
+            gradNorm=grad_norm,
             entropy=entropy,
             perplexity=perplexity,
             kl=kl,
@@ -296,10 +303,12 @@ class PPO(PolicyGradientAlgo):
         return loss_inputs, old_value, init_rnn_state, counts
 
     @torch.no_grad()
-    def _adapt_learning_rate(self, old_dist_info: Any, dist_info: Any, valid: Any) -> None:
-        """rsl_rl's adaptive schedule: slow down when the policy moved too far from the
-        sampling one, speed up when it barely moved; every process decides on the same KL."""
-        kl = self._agent.distribution.mean_kl(old_dist_info, dist_info, valid)
+    def _adapt_learning_rate(self, old_dist_info: Any, dist_info: Any, weights: Any) -> None:
+        """rsl_rl's adaptive schedule on the minibatch's mean KL(old || new) (over the
+        steps where ``weights`` is 1; None: every step, as rsl_rl averages): slow down when
+        the policy moved too far from the sampling one, speed up when it barely moved; every
+        process decides on the same KL."""
+        kl = self._agent.distribution.mean_kl(old_dist_info, dist_info, weights)
         distributed = torch.distributed
         if distributed.is_available() and distributed.is_initialized():
             world_size = distributed.get_world_size()
@@ -324,10 +333,11 @@ class PPO(PolicyGradientAlgo):
         return super()._blank_after_done()
 
     @torch.no_grad()
-    def _diagnostics(self, steps: list[tuple[Any, Any, Any, Any]]) -> list[list[float]]:
-        """Mean entropy, perplexity, KL(old || new) and clip fraction over the valid data of
-        each gradient step (``steps``: its ``(dist_info, ratio, old_dist_info, valid)``), all
-        computed at once after the steps rather than in a few dozen small operations each."""
+    def _diagnostics(self, steps: list[tuple[Any, Any, Any, Any]]) -> torch.Tensor:
+        """Mean entropy, perplexity, KL(old || new) and clip fraction ``[4, steps]`` over the
+        valid data of each gradient step (``steps``: its ``(dist_info, ratio, old_dist_info,
+        valid)``), all computed at once after the steps rather than in a few dozen small
+        operations each."""
         dist = self._agent.distribution
 
         # valid has the minibatch's leading dims: [n] single steps, or [T, B_mb] sequences
@@ -348,7 +358,7 @@ class PPO(PolicyGradientAlgo):
         step_of = torch.repeat_interleave(torch.arange(len(steps)), sizes).to(valid.device)
         sums = values.new_zeros(4, len(steps)).index_add_(1, step_of, values * valid)
         counts = valid.new_zeros(len(steps)).index_add_(0, step_of, valid)
-        return (sums / counts).tolist()
+        return sums / counts
 
     def optim_state_dict(self) -> dict[str, Any]:
         """The base's state plus the learning-rate schedule, the current ratio clip and the

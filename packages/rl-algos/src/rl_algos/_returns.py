@@ -75,8 +75,10 @@ def _concat_time(x: Any, last: Any) -> Any:
     return np.concatenate([x[1:], last[None]])
 
 
-def _copy(x: Any) -> Any:
-    return x.clone() if _is_torch(x) else x.copy()
+def _where(mask: Any, a: Any, b: Any) -> Any:
+    """``a`` where ``mask``, else ``b`` (a selection, not a boolean index: on a GPU a boolean
+    index reads the mask on the host)."""
+    return torch.where(mask, a, b) if _is_torch(mask) else np.where(mask, a, b).astype(b.dtype)
 
 
 def _shape(x: Any) -> tuple[int, ...]:
@@ -200,8 +202,7 @@ def discount_return_tl(
         reward, done, bootstrap_value, value, timeout
     )
     out = return_dest if return_dest is not None else _empty_like(reward)
-    target = _copy(reward)
-    target[timeout] = value[timeout]  # done at a time-out, so nothing is added to it
+    target = _where(timeout, value, reward)  # done at a time-out, so nothing is added to it
     return _backward_scan(target, discount * not_done, bootstrap_value, out)
 
 
@@ -227,7 +228,7 @@ def generalized_advantage_estimation_tl(
         reward, done, bootstrap_value, value, timeout
     )
     delta = reward + discount * not_done * _concat_time(value, bootstrap_value) - value
-    delta[timeout] = 0
+    delta = _where(timeout, 0.0, delta)
     advantage = advantage_dest if advantage_dest is not None else _empty_like(reward)
     advantage = _backward_scan(delta, discount * gae_lambda * not_done, 0.0, advantage)
     return advantage, _write(advantage + value, return_dest)

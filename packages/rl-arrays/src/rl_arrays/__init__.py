@@ -26,6 +26,7 @@ from ._buffer import (
     buffer_to,
     build_array,
     get_leading_dims,
+    normalize_device,
     numpify_buffer,
     torchify_buffer,
 )
@@ -96,6 +97,7 @@ __all__ = [
     "iterate_mb_idxs",
     "namedarraytuple",
     "namedarraytuple_like",
+    "normalize_device",
     "np_mp_array",
     "numpify_buffer",
     "restore_leading_dims",

@@ -135,6 +135,16 @@ def numpify_buffer(buffer_: Any) -> Any:
     return _map(numpify, buffer_)
 
 
+def normalize_device(device: Any) -> Any:
+    """``torch.device(device)`` with the index an accelerator's tensors report: ``"cuda"``
+    becomes ``cuda:<current device>``, so devices compare equal to ``tensor.device``."""
+    torch = require_torch("normalize_device")
+    device = torch.device(device)
+    if device.type in ("cpu", "meta") or device.index is not None:
+        return device
+    return torch.empty(0, device=device).device
+
+
 def buffer_to(buffer_: Any, device: Any = None) -> Any:
     """Send every tensor leaf to ``device``."""
     torch = require_torch("buffer_to")

@@ -355,9 +355,13 @@ class MinibatchRlBase:
         minibatches = getattr(self.algo, "minibatches", 1)
         return self.itr_batch_size // max(int(minibatches), 1)
 
-    def store_diagnostics(self, itr: int, traj_infos: Sequence[Any], opt_info: Any) -> None:
-        """Keep this iteration's trajectory count and OptInfo values for the next row."""
-        self._cum_completed_trajs += len(traj_infos)
+    def store_diagnostics(
+        self, itr: int, traj_infos: Sequence[Any], opt_info: Any, completed: int | None = None
+    ) -> None:
+        """Keep this iteration's trajectory count and OptInfo values for the next row.
+        ``completed``: the trajectories completed, when ``traj_infos`` holds only the last
+        of them (None: all)."""
+        self._cum_completed_trajs += len(traj_infos) if completed is None else completed
         for key, values in self._opt_infos.items():
             new = getattr(opt_info, key, [])
             values.extend(new if isinstance(new, (list, tuple)) else [new])
@@ -657,10 +661,15 @@ class MinibatchRl(MinibatchRlBase):
         self._traj_infos: deque[dict[str, Any]] = deque(maxlen=self.log_traj_window)
         self._new_completed_trajs = 0
 
-    def store_diagnostics(self, itr: int, traj_infos: Sequence[Any], opt_info: Any) -> None:
-        self._new_completed_trajs += len(traj_infos)
-        self._traj_infos.extend(_traj_record(info) for info in traj_infos)
-        super().store_diagnostics(itr, traj_infos, opt_info)
+    def store_diagnostics(
+        self, itr: int, traj_infos: Sequence[Any], opt_info: Any, completed: int | None = None
+    ) -> None:
+        self._new_completed_trajs += len(traj_infos) if completed is None else completed
+        # Only the window's worth is read: a sampler may hand over a sequence that builds
+        # its infos when indexed (BatchedSampler: thousands of episodes per batch).
+        window = traj_infos[-self.log_traj_window :]
+        self._traj_infos.extend(_traj_record(info) for info in window)
+        super().store_diagnostics(itr, traj_infos, opt_info, completed)
 
     def _window(self) -> Sequence[Any]:
         return self._traj_infos

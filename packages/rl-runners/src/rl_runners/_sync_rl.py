@@ -198,14 +198,20 @@ class SyncRlMixin:
         self.agent.data_parallel()
         return n_itr
 
-    def store_diagnostics(self, itr: int, traj_infos: Sequence[Any], opt_info: Any) -> None:
-        """Rank 0 keeps the trajectories completed on every rank."""
-        records = [_traj_record(info) for info in traj_infos]
+    def store_diagnostics(
+        self, itr: int, traj_infos: Sequence[Any], opt_info: Any, completed: int | None = None
+    ) -> None:
+        """Rank 0 counts the trajectories completed on every rank and keeps the last of
+        them (each rank sends its count and at most a trajectory window of records)."""
+        window = getattr(self, "log_traj_window", 0)  # (none kept with evaluation)
+        records = [_traj_record(info) for info in traj_infos[-window:]] if window else []
+        sent = (len(traj_infos), records)
         gathered: list[Any] | None = [None] * self.world_size if self.rank == 0 else None
-        dist.gather_object(records, gathered, dst=0, group=self._object_group)
+        dist.gather_object(sent, gathered, dst=0, group=self._object_group)
         if gathered is not None:
-            everyone = [record for rank_records in gathered for record in rank_records]
-            super().store_diagnostics(itr, everyone, opt_info)  # type: ignore[misc]
+            count = sum(n for n, _ in gathered)
+            everyone = [record for _, rank_records in gathered for record in rank_records]
+            super().store_diagnostics(itr, everyone, opt_info, count)  # type: ignore[misc]
 
     def _before_training(self) -> None:
         if self.rank == 0:

@@ -1,5 +1,5 @@
 """A sampler for one vectorised environment: all ``batch_B`` envs advance in one call per
-step, so no Python loop runs per env in the stepping path (only per finished episode).
+step, and no Python runs per env or per finished episode.
 
 ``make_env(num_envs)`` returns either
 
@@ -11,9 +11,11 @@ step, so no Python loop runs per env in the stepping path (only per finished epi
   record a fake transition, and a vector env cannot step only the finished envs again.
   Make one with ``gymnasium.make_vec(id, num_envs=n, vectorization_mode="sync",
   vector_kwargs={"autoreset_mode": gymnasium.vector.AutoresetMode.SAME_STEP})``.
-* a ``BatchEnv``: torch tensors on the env's device; the batch is allocated there too and
-  no sample is copied to the host.  The host reads only each step's done indices (to call
-  ``agent.reset_one``) and, once per batch, the finished episodes' statistics.
+* a ``BatchEnv``: torch tensors on the env's device; the batch is allocated there too, the
+  agent puts its outputs there (``agent.output_device``), and stepping reads nothing on the
+  host (with an agent that has ``reset_done(mask)``; else each step's done indices are read
+  to call ``agent.reset_one``).  Episode statistics are tensors on the device: the host
+  reads only what the runner logs (see ``BatchTrajInfos``).
 
 Privileged observations for the critic (asymmetric actor-critic, as rsl_rl's
 ``critic_observations``): a ``BatchEnv`` with a ``critic_observation_space`` also returns,
@@ -28,7 +30,7 @@ looks inside.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -42,6 +44,7 @@ from rl_arrays import (
     Samples,
     is_namedarraytuple,
     namedarraytuple,
+    normalize_device,
     numpify_buffer,
     torchify_buffer,
 )
@@ -51,7 +54,13 @@ from ._gym import GymSpaceWrapper
 from ._spaces import Composite, Space
 from ._traj_info import TrajInfo
 
-__all__ = ["CRITIC_OBSERVATION", "ActorCriticObservation", "BatchEnv", "BatchedSampler"]
+__all__ = [
+    "CRITIC_OBSERVATION",
+    "ActorCriticObservation",
+    "BatchEnv",
+    "BatchTrajInfos",
+    "BatchedSampler",
+]
 
 # The env_info of every step: only the time-limit flag (so algorithms can bootstrap).
 EnvInfo = namedarraytuple("EnvInfo", ["timeout"])
@@ -329,7 +338,7 @@ class BatchedSampler(BaseSampler):
         for key, value in (traj_info_kwargs or {}).items():
             setattr(self.TrajInfoCls, "_" + key, value)
         self.env = _as_batch_env(self.make_env(B), B)
-        self.device = torch.device(self.env.device)
+        self.device = normalize_device(self.env.device)
         self._observation_space = _observation_space(self.env)
         agent.initialize(
             self.env_spaces,
@@ -338,6 +347,8 @@ class BatchedSampler(BaseSampler):
             env_ranks=list(range(rank * B, (rank + 1) * B)),
         )
         self.agent = agent
+        if hasattr(agent, "output_device"):  # actions and values stay on the env's device
+            agent.output_device = self.device
         self._reset_done = getattr(agent, "reset_done", None)  # (else reset_one, one by one)
         examples = self._examples(agent)
         self._allocate(examples, bootstrap_value)
@@ -427,31 +438,34 @@ class BatchedSampler(BaseSampler):
             env_info=zeros(examples["env_info"], (T, B)),
         )
         self.samples_pyt = Samples(agent=agent_samples, env=env)
-        # Per-episode running statistics, and their values at each step's end (read at a done).
+        # Per-episode running statistics (length, return, nonzero rewards, discounted return).
         f64 = dict(dtype=torch.float64, device=self.device)
-        self._stats = torch.zeros(B, 4, **f64)  # length, return, nonzero rewards, discounted
+        self._stats = torch.zeros(B, 4, **f64)
         self._discount = torch.ones(B, **f64)
-        self._stats_at = torch.zeros(T, B, 4, **f64)
 
     def _start(self, rng: np.random.Generator) -> None:
         """Reset every env, then take the decorrelation steps (their episodes not reported)."""
         B = self.batch_spec.B
         self.observation = _env_reset(self.env)
-        self.prev_action = self._null_batch()
+        self._null_actions = _map2(
+            lambda x, _: x.to(self.device).expand(B, *x.shape).contiguous(),
+            self.null_action,
+            self.null_action,
+        )
+        self.prev_action = _map2(lambda x, _: x.clone(), self._null_actions, self._null_actions)
         self.prev_reward = torch.zeros(B, device=self.device)
         n = int(rng.integers(self.max_decorrelation_steps + 1))
         for _ in range(n):
             action = torchify_buffer(_stack([self.action_space.sample() for _ in range(B)]))
-            _, done, _ = self._step(_map2(lambda x, _: x.to(self.device), action, action))
+            _, done, _ = self._step(self._on_device(action))
             self._end_episodes(done)
         self.agent.reset()
 
-    def _null_batch(self) -> Any:
-        B = self.batch_spec.B
+    def _on_device(self, action: Any) -> Any:
+        """``action`` on the env's device (an agent that honours ``output_device`` puts it
+        there already: then nothing is called)."""
         return _map2(
-            lambda x, _: x.to(self.device).expand(B, *x.shape).clone(),
-            self.null_action,
-            self.null_action,
+            lambda x, _: x if x.device == self.device else x.to(self.device), action, action
         )
 
     def _step(self, action: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -466,8 +480,8 @@ class BatchedSampler(BaseSampler):
         self._stats[:, 3] += self._discount * reward
         self._discount *= self.TrajInfoCls._discount
         self.observation = observation
-        self.prev_action = _where(done, self._null_batch(), action)
-        self.prev_reward = torch.where(done, torch.zeros_like(reward), reward)
+        self.prev_action = _where(done, self._null_actions, action)
+        self.prev_reward = reward.masked_fill(done, 0)
         return reward, done, timeout
 
     def _end_episodes(self, done: torch.Tensor) -> None:
@@ -475,26 +489,30 @@ class BatchedSampler(BaseSampler):
         self._discount.masked_fill_(done, 1)
 
     @torch.no_grad()  # the batch must hold no autograd history (an agent's outputs may)
-    def obtain_samples(self, itr: int) -> tuple[Any, list[TrajInfo]]:
-        """One batch: ``(samples [T, B] on the env's device, completed trajectory infos)``."""
+    def obtain_samples(self, itr: int) -> tuple[Any, BatchTrajInfos]:
+        """One batch: ``(samples [T, B] on the env's device, the trajectory infos of the
+        episodes completed in it)``, the infos read from the device only when asked."""
+        T, B = self.batch_spec
         agent_buf, env_buf = self.samples_pyt.agent, self.samples_pyt.env
+        # Each step's statistics at its end (read where an episode ended); a new tensor per
+        # batch, as the trajectory infos handed out keep it.
+        stats_at = torch.empty(T, B, 4, dtype=torch.float64, device=self.device)
         self.agent.sample_mode(itr)
-        for t in range(self.batch_spec.T):
+        for t in range(T):
             env_buf.observation[t] = self.observation
             agent_buf.prev_action[t] = self.prev_action
             env_buf.prev_reward[t] = self.prev_reward
-            with torch.no_grad():
-                action, agent_info = self.agent.step(
-                    self.observation, self.prev_action, self.prev_reward
-                )
-            action = _map2(lambda x, _: x.to(self.device), action, action)
+            action, agent_info = self.agent.step(
+                self.observation, self.prev_action, self.prev_reward
+            )
+            action = self._on_device(action)
             agent_buf.action[t] = action
             if agent_info is not None and agent_buf.agent_info is not None:
                 agent_buf.agent_info[t] = agent_info
             reward, done, timeout = self._step(action)
             env_buf.reward[t], env_buf.done[t] = reward, done
             env_buf.env_info.timeout[t] = timeout
-            self._stats_at[t] = self._stats
+            stats_at[t] = self._stats
             self._end_episodes(done)
             if self._reset_done is not None:  # on the device, no host sync
                 self._reset_done(done)
@@ -502,20 +520,9 @@ class BatchedSampler(BaseSampler):
                 for b in torch.nonzero(done).flatten().tolist():  # one host sync per step
                     self.agent.reset_one(idx=b)
         if "bootstrap_value" in agent_buf:
-            with torch.no_grad():
-                value = self.agent.value(self.observation, self.prev_action, self.prev_reward)
+            value = self.agent.value(self.observation, self.prev_action, self.prev_reward)
             agent_buf.bootstrap_value[:] = value
-        return self.samples_pyt, self._completed()
-
-    def _completed(self) -> list[TrajInfo]:
-        """The episodes that ended in this batch, in (t, b) order, as ``TrajInfoCls``."""
-        completed = []
-        for length, ret, nonzero, disc in self._stats_at[self.samples_pyt.env.done].tolist():
-            info = self.TrajInfoCls()
-            info.Length, info.Return = int(length), ret
-            info.NonzeroRewards, info.DiscountedReturn = int(nonzero), disc
-            completed.append(info.terminate(None))
-        return completed
+        return self.samples_pyt, BatchTrajInfos(env_buf.done.clone(), stats_at, self.TrajInfoCls)
 
     def evaluate_agent(self, itr: int) -> list[TrajInfo]:
         raise NotImplementedError(
@@ -527,6 +534,49 @@ class BatchedSampler(BaseSampler):
         env = getattr(self, "env", None)
         if env is not None:
             env.close()
+
+
+class BatchTrajInfos(Sequence[TrajInfo]):
+    """The trajectory infos of the episodes that ended in one batch, in (t, b) order.
+
+    Their statistics stay on the device until asked for: ``len()`` reads the positions of
+    the episodes' ends once, and an index or a slice builds only the infos it selects (one
+    more read), so a runner that keeps the last 100 episodes (``infos[-100:]``) costs the
+    same at 64 environments as at 65,536.  Iterating builds them all.
+    """
+
+    def __init__(self, done: torch.Tensor, stats_at: torch.Tensor, TrajInfoCls: type[TrajInfo]):
+        self._done, self._stats_at, self._TrajInfoCls = done, stats_at, TrajInfoCls
+        self._ends: torch.Tensor | None = None  # flat (t, b) positions of the episodes' ends
+
+    def _positions(self) -> torch.Tensor:
+        if self._ends is None:
+            self._ends = torch.nonzero(self._done.flatten()).squeeze(1)
+        return self._ends
+
+    def __len__(self) -> int:
+        return int(self._positions().shape[0])
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            chosen = range(len(self))[index]
+            ends = self._positions()
+            if chosen.step == 1:
+                ends = ends[chosen.start : chosen.stop]
+            else:
+                ends = ends[torch.as_tensor(chosen, dtype=torch.int64, device=ends.device)]
+            return [self._info(*row) for row in self._stats_at.flatten(0, 1)[ends].tolist()]
+        position = range(len(self))[index]  # (an IndexError out of range, as a list gives)
+        return self[position : position + 1][0]
+
+    def __iter__(self) -> Iterator[TrajInfo]:
+        return iter(self[:])
+
+    def _info(self, length: float, ret: float, nonzero: float, discounted: float) -> TrajInfo:
+        info = self._TrajInfoCls()
+        info.Length, info.Return = int(length), ret
+        info.NonzeroRewards, info.DiscountedReturn = int(nonzero), discounted
+        return info.terminate(None)
 
 
 def _stack(values: list[Any]) -> Any:

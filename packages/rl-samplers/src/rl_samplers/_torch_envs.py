@@ -31,6 +31,8 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
+from rl_arrays import normalize_device
+
 from ._batched import CRITIC_OBSERVATION, BatchEnv
 from ._spaces import FloatBox, IntBox
 
@@ -65,9 +67,8 @@ class _TorchClassicEnv(BatchEnv):
             )
         if dtype not in (torch.float32, torch.float64):
             raise ValueError(f"{name}: dtype must be torch.float32 or torch.float64, got {dtype}")
-        try:
-            self.device = torch.device(device)
-            torch.empty(0, device=self.device)  # an unavailable device fails here, not later
+        try:  # (an unavailable device fails here, not later)
+            self.device = normalize_device(device)  # "cuda" is cuda:<current>, as tensors say
             self.generator = torch.Generator(self.device)
         except Exception as error:  # torch raises several types for a missing backend
             raise ValueError(f"{name}: device={device!r} is not a usable torch device") from error
