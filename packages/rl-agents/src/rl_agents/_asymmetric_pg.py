@@ -34,8 +34,8 @@ from ._pg_agents import (
     GaussianPgAgent,
     RecurrentCategoricalPgAgent,
     RecurrentGaussianPgAgent,
-    _action_size,
-    _n_actions,
+    action_size_of,
+    n_actions,
 )
 
 __all__ = [
@@ -396,7 +396,7 @@ class _AsymmetricSpaces:
         return dict(
             actor_observation_shape=actor_shape,
             critic_observation_shape=critic_shape,
-            action_size=_n_actions(env_spaces) if categorical else _action_size(env_spaces),
+            action_size=n_actions(env_spaces) if categorical else action_size_of(env_spaces),
             policy=self.policy,
         )
 

@@ -21,10 +21,10 @@ from ._model_components import MlpModel
 from ._model_utils import scale_grad
 from ._pg_models import (
     RnnState,
-    _atari_conv,
-    _rnn_state_tuple,
-    _scaled_images,
-    _VectorObservationModel,
+    VectorObservationModel,
+    atari_conv,
+    rnn_state_tuple,
+    scaled_images,
 )
 
 __all__ = [
@@ -185,7 +185,7 @@ class _AtariQModel(torch.nn.Module):
         paddings: Sequence[int] | None,
     ):
         super().__init__()
-        self.conv = _atari_conv(
+        self.conv = atari_conv(
             image_shape, None, use_maxpool, channels, kernel_sizes, strides, paddings, _DQN_CONV
         )
         self.head = _q_head(self.conv.output_size, fc_sizes, output_size, dueling, n_atoms)
@@ -195,7 +195,7 @@ class _AtariQModel(torch.nn.Module):
         self, observation: torch.Tensor, prev_action: Any, prev_reward: Any
     ) -> torch.Tensor:
         lead_dim, T, B, img_shape = infer_leading_dims(observation, 3)
-        features = self.conv(_scaled_images(observation, T, B, img_shape))
+        features = self.conv(scaled_images(observation, T, B, img_shape))
         return restore_leading_dims(self.head(features), lead_dim, T, B)
 
 
@@ -290,7 +290,7 @@ class AtariR2d1Model(torch.nn.Module):
     ):
         super().__init__()
         self.output_size = output_size
-        self.conv = _atari_conv(
+        self.conv = atari_conv(
             image_shape, fc_size, use_maxpool, channels, kernel_sizes, strides, paddings, _DQN_CONV
         )
         self.lstm = torch.nn.LSTM(self.conv.output_size + output_size + 1, lstm_size)
@@ -305,7 +305,7 @@ class AtariR2d1Model(torch.nn.Module):
         init_rnn_state: Any,
     ) -> tuple[torch.Tensor, Any]:
         lead_dim, T, B, img_shape = infer_leading_dims(observation, 3)
-        features = self.conv(_scaled_images(observation, T, B, img_shape))
+        features = self.conv(scaled_images(observation, T, B, img_shape))
         lstm_input = torch.cat(
             [
                 features.reshape(T, B, -1),
@@ -316,12 +316,12 @@ class AtariR2d1Model(torch.nn.Module):
             ],
             dim=2,
         )
-        lstm_out, (h, c) = self.lstm(lstm_input, _rnn_state_tuple(init_rnn_state))
+        lstm_out, (h, c) = self.lstm(lstm_input, rnn_state_tuple(init_rnn_state))
         q = self.head(lstm_out.reshape(T * B, -1))
         return restore_leading_dims(q, lead_dim, T, B), RnnState(h=h, c=c)
 
 
-class _MlpQModel(_VectorObservationModel):
+class _MlpQModel(VectorObservationModel):
     """A Q head (its hidden layers are the whole MLP) on flattened vector observations."""
 
     def __init__(
@@ -380,7 +380,7 @@ class CatDqnMlpModel(_MlpQModel):
         super().__init__(observation_shape, output_size, n_atoms, hidden_sizes, dueling)
 
 
-class R2d1MlpModel(_VectorObservationModel):
+class R2d1MlpModel(VectorObservationModel):
     """An MLP (``hidden_sizes``, default [64]; none when empty) into an LSTM that also reads
     the previous action one-hot and reward, then a Q head of ``head_size`` hidden units
     (dueling streams with ``dueling``).

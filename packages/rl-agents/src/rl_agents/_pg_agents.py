@@ -73,7 +73,7 @@ def _shape(space: Any, name: str) -> tuple[int, ...]:
     return tuple(int(s) for s in shape)
 
 
-def _n_actions(env_spaces: Any) -> int:
+def n_actions(env_spaces: Any) -> int:
     n = getattr(env_spaces.action, "n", None)
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(
@@ -83,7 +83,7 @@ def _n_actions(env_spaces: Any) -> int:
     return n
 
 
-def _action_size(env_spaces: Any) -> int:
+def action_size_of(env_spaces: Any) -> int:
     shape = getattr(env_spaces.action, "shape", None)
     if shape is None or len(shape) != 1:
         raise ValueError(
@@ -103,7 +103,7 @@ class _CategoricalPolicy(BaseAgent):
     def initialize(
         self, env_spaces: Any, share_memory: bool = False, global_B: int = 1, env_ranks: Any = None
     ) -> None:
-        n = _n_actions(env_spaces)
+        n = n_actions(env_spaces)
         super().initialize(env_spaces, share_memory, global_B=global_B, env_ranks=env_ranks)
         self.distribution = Categorical(dim=n)
 
@@ -134,7 +134,7 @@ class _GaussianPolicy(BaseAgent):
     def initialize(
         self, env_spaces: Any, share_memory: bool = False, global_B: int = 1, env_ranks: Any = None
     ) -> None:
-        action_size = _action_size(env_spaces)
+        action_size = action_size_of(env_spaces)
         super().initialize(env_spaces, share_memory, global_B=global_B, env_ranks=env_ranks)
         self.distribution = Gaussian(dim=action_size)
 
@@ -331,7 +331,7 @@ class AtariMixin:
             raise ValueError(
                 f"Atari agents need image observations (C, H, W), got shape {image_shape}"
             )
-        return dict(image_shape=image_shape, output_size=_n_actions(env_spaces))
+        return dict(image_shape=image_shape, output_size=n_actions(env_spaces))
 
 
 class MujocoMixin:
@@ -340,7 +340,7 @@ class MujocoMixin:
     def make_env_to_model_kwargs(self, env_spaces: Any) -> dict[str, Any]:
         return dict(
             observation_shape=_shape(env_spaces.observation, "observation"),
-            action_size=_action_size(env_spaces),
+            action_size=action_size_of(env_spaces),
         )
 
 
@@ -351,7 +351,7 @@ class VectorCategoricalMixin:
     def make_env_to_model_kwargs(self, env_spaces: Any) -> dict[str, Any]:
         return dict(
             observation_shape=_shape(env_spaces.observation, "observation"),
-            output_size=_n_actions(env_spaces),
+            output_size=n_actions(env_spaces),
         )
 
     def _model_prev_action(self, prev_action: torch.Tensor) -> torch.Tensor:

@@ -38,7 +38,7 @@ RnnState.__doc__ = "LSTM state: hidden ``h`` and cell ``c``, each [num_layers, B
 _ATARI_CONV = dict(channels=[16, 32], kernel_sizes=[8, 4], strides=[4, 2], paddings=[0, 1])
 
 
-def _atari_conv(
+def atari_conv(
     image_shape: Sequence[int],
     fc_sizes: int | Sequence[int] | None,
     use_maxpool: bool,
@@ -61,7 +61,7 @@ def _atari_conv(
     )
 
 
-def _scaled_images(image: torch.Tensor, T: int, B: int, img_shape: Any) -> torch.Tensor:
+def scaled_images(image: torch.Tensor, T: int, B: int, img_shape: Any) -> torch.Tensor:
     """uint8 frames ``[T, B] + img_shape`` as one float32 batch ``[T * B] + img_shape`` in
     [0, 1] (a new tensor; the input is kept), channels-last as the conv torso runs: laid out
     while still uint8, a quarter of the bytes to move, then converted and scaled in place."""
@@ -69,7 +69,7 @@ def _scaled_images(image: torch.Tensor, T: int, B: int, img_shape: Any) -> torch
     return frames.to(torch.float32, copy=True).mul_(1.0 / 255)
 
 
-def _rnn_state_tuple(init_rnn_state: Any) -> tuple[torch.Tensor, torch.Tensor] | None:
+def rnn_state_tuple(init_rnn_state: Any) -> tuple[torch.Tensor, torch.Tensor] | None:
     if init_rnn_state is None:
         return None
     h, c = init_rnn_state
@@ -164,7 +164,7 @@ class _TwinMlp(torch.nn.Module):
         return h[:, : self.output_sizes[member]]
 
 
-class _VectorObservationModel(torch.nn.Module):
+class VectorObservationModel(torch.nn.Module):
     """Observation handling shared by the models of vector observations, including the optional
     normalisation by running statistics in ``obs_rms`` (buffers, changed only by
     ``update_obs_rms``)."""
@@ -246,7 +246,7 @@ class _VectorObservationModel(torch.nn.Module):
             ],
             dim=2,
         )
-        lstm_out, (h, c) = self.lstm(lstm_input, _rnn_state_tuple(init_rnn_state))
+        lstm_out, (h, c) = self.lstm(lstm_input, rnn_state_tuple(init_rnn_state))
         return lead_dim, T, B, lstm_out.reshape(T * B, -1), RnnState(h=h, c=c)
 
 
@@ -271,7 +271,7 @@ class AtariFfModel(torch.nn.Module):
         paddings: Sequence[int] | None = None,
     ):
         super().__init__()
-        self.conv = _atari_conv(
+        self.conv = atari_conv(
             image_shape, fc_sizes, use_maxpool, channels, kernel_sizes, strides, paddings
         )
         self.pi = torch.nn.Linear(self.conv.output_size, output_size)
@@ -281,7 +281,7 @@ class AtariFfModel(torch.nn.Module):
         self, image: torch.Tensor, prev_action: Any, prev_reward: Any
     ) -> tuple[torch.Tensor, torch.Tensor]:
         lead_dim, T, B, img_shape = infer_leading_dims(image, 3)
-        features = self.conv(_scaled_images(image, T, B, img_shape))
+        features = self.conv(scaled_images(image, T, B, img_shape))
         pi = F.softmax(self.pi(features), dim=-1)
         value = self.value(features).squeeze(-1)
         return restore_leading_dims((pi, value), lead_dim, T, B)
@@ -310,7 +310,7 @@ class AtariLstmModel(torch.nn.Module):
     ):
         super().__init__()
         self.output_size = output_size
-        self.conv = _atari_conv(
+        self.conv = atari_conv(
             image_shape, fc_sizes, use_maxpool, channels, kernel_sizes, strides, paddings
         )
         self.lstm = torch.nn.LSTM(self.conv.output_size + output_size + 1, lstm_size)
@@ -325,7 +325,7 @@ class AtariLstmModel(torch.nn.Module):
         init_rnn_state: Any,
     ) -> tuple[torch.Tensor, torch.Tensor, Any]:
         lead_dim, T, B, img_shape = infer_leading_dims(image, 3)
-        features = self.conv(_scaled_images(image, T, B, img_shape))
+        features = self.conv(scaled_images(image, T, B, img_shape))
         if not prev_action.is_floating_point():
             prev_action = to_onehot(prev_action, self.output_size)
         lstm_input = torch.cat(
@@ -336,7 +336,7 @@ class AtariLstmModel(torch.nn.Module):
             ],
             dim=2,
         )
-        lstm_out, (h, c) = self.lstm(lstm_input, _rnn_state_tuple(init_rnn_state))
+        lstm_out, (h, c) = self.lstm(lstm_input, rnn_state_tuple(init_rnn_state))
         lstm_flat = lstm_out.reshape(T * B, -1)
         pi = F.softmax(self.pi(lstm_flat), dim=-1)
         value = self.value(lstm_flat).squeeze(-1)
@@ -344,7 +344,7 @@ class AtariLstmModel(torch.nn.Module):
         return pi, value, RnnState(h=h, c=c)
 
 
-class MujocoFfModel(_VectorObservationModel):
+class MujocoFfModel(VectorObservationModel):
     """An MLP for the action means, a state-independent learned ``log_std`` parameter, and
     a separate MLP for the state value (the two MLPs evaluated together, as one batched MLP).
 
@@ -389,7 +389,7 @@ class MujocoFfModel(_VectorObservationModel):
         return restore_leading_dims((mu, log_std, value.squeeze(-1)), lead_dim, T, B)
 
 
-class MujocoLstmModel(_VectorObservationModel):
+class MujocoLstmModel(VectorObservationModel):
     """An MLP into an LSTM, with one linear head for the action means, log_std and value.
 
     ``forward(observation, prev_action, prev_reward, init_rnn_state) -> (mu, log_std, value,
@@ -438,7 +438,7 @@ class MujocoLstmModel(_VectorObservationModel):
         return mu, log_std, value, rnn_state
 
 
-class CategoricalFfModel(_VectorObservationModel):
+class CategoricalFfModel(VectorObservationModel):
     """Separate MLPs for the action probabilities and the state value (evaluated together,
     as one batched MLP), for vector observations and discrete actions (classic control:
     CartPole, Acrobot ...).
@@ -474,7 +474,7 @@ class CategoricalFfModel(_VectorObservationModel):
         return restore_leading_dims((pi, value.squeeze(-1)), lead_dim, T, B)
 
 
-class CategoricalLstmModel(_VectorObservationModel):
+class CategoricalLstmModel(VectorObservationModel):
     """An MLP into an LSTM, then policy and value heads, for vector observations and
     discrete actions; for tasks that need memory (e.g. CartPole with the velocities hidden).
 

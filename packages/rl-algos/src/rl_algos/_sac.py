@@ -1,5 +1,5 @@
 """SAC: soft actor-critic with twin critics, a tanh-squashed Gaussian policy and a fixed or
-learned temperature, from a replay buffer (loop, replay and time limits as in ``_ddpg``)."""
+learned temperature, from a replay buffer (loop, replay and time limits as in ``_qpg``)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Any
 
 import torch
 
-from ._ddpg import _masked_mean, _QpgAlgo, frozen
 from ._pg import check_number, clip_and_step
+from ._qpg import QpgAlgo, frozen, masked_mean
 from ._replay_algo import check_positive, example_field
 
 __all__ = ["SAC", "SacOptInfo"]
@@ -38,7 +38,7 @@ SacOptInfo = namedtuple(
 _LOG_2PI = math.log(2 * math.pi)
 
 
-class SAC(_QpgAlgo):
+class SAC(QpgAlgo):
     """Soft actor-critic (rlpyt's arguments and defaults; the agent meets ``SacAgentLike``).
 
     Each update, on one replayed batch:
@@ -223,8 +223,8 @@ class SAC(_QpgAlgo):
         q1, q2 = self._agent.q(*samples.agent_inputs, action)
         y = self.q_target(samples, alpha)
         valid = self.valid(samples)
-        q1_loss = _masked_mean(0.5 * (y - q1) ** 2, valid)
-        q2_loss = _masked_mean(0.5 * (y - q2) ** 2, valid)
+        q1_loss = masked_mean(0.5 * (y - q1) ** 2, valid)
+        q2_loss = masked_mean(0.5 * (y - q2) ** 2, valid)
         return q1_loss, q2_loss, q1.detach(), q2.detach()
 
     def pi_loss(

@@ -13,7 +13,7 @@ import numpy as np
 
 from ._collections import (
     NamedArrayTupleSchema_like,
-    _is_schema_form,
+    is_schema_form,
     namedarraytuple,
     namedarraytuple_like,
 )
@@ -93,10 +93,10 @@ def buffer_from_example(
     if example is None:
         return None
     if isinstance(example, tuple) and hasattr(example, "_fields"):
-        schema = _is_schema_form(example) if use_NatSchema is None else use_NatSchema
+        schema = is_schema_form(example) if use_NatSchema is None else use_NatSchema
         if schema:
             buffer_type = NamedArrayTupleSchema_like(example)
-        elif _is_schema_form(example):
+        elif is_schema_form(example):
             buffer_type = namedarraytuple(example._typename, example._fields)
         else:
             buffer_type = namedarraytuple_like(example)

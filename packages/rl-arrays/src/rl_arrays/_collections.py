@@ -351,7 +351,7 @@ NamedTupleSchema._instance_cls = NamedTuple
 NamedArrayTupleSchema._instance_cls = NamedArrayTuple
 
 
-def _is_schema_form(obj: Any) -> bool:
+def is_schema_form(obj: Any) -> bool:
     return isinstance(obj, (NamedTupleSchema, NamedTuple))
 
 
@@ -363,7 +363,7 @@ def namedarraytuple_like(namedtuple_or_class: Any, classname_suffix: bool = Fals
     ``NamedArrayTupleSchema``.
     """
     obj = namedtuple_or_class
-    if _is_schema_form(obj):
+    if is_schema_form(obj):
         if isinstance(obj, NamedArrayTupleSchema):
             return obj
         return NamedArrayTupleSchema(obj._typename, obj._fields)
@@ -383,7 +383,7 @@ def NamedArrayTupleSchema_like(example: Any) -> NamedArrayTupleSchema:
     """A ``NamedArrayTupleSchema`` with the name and fields of any namedtuple-like input."""
     if isinstance(example, NamedArrayTupleSchema):
         return example
-    if _is_schema_form(example):
+    if is_schema_form(example):
         return NamedArrayTupleSchema(example._typename, example._fields)
     cls = example if isinstance(example, type) else type(example)
     if is_namedtuple_class(cls) or is_namedarraytuple_class(cls):

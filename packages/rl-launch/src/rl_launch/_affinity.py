@@ -185,8 +185,8 @@ def _encode(spec: _Spec, run_slot: int | None) -> str:
     return "_".join(tokens)
 
 
-def _decode(code: str) -> tuple[_Spec, int | None]:
-    """The spec and run slot of a code, unchecked (``_layout`` checks the spec, so that a
+def decode_code(code: str) -> tuple[_Spec, int | None]:
+    """The spec and run slot of a code, unchecked (``slot_layout`` checks the spec, so that a
     hand-edited code gets the same errors as ``encode_affinity``'s arguments)."""
     if not isinstance(code, str):
         raise TypeError(f"affinity code must be a str, got {type(code).__name__}")
@@ -336,7 +336,7 @@ def _even_blocks(n_cpu_core: int, n_slots: int) -> list[tuple[int, ...]]:
     return [tuple(range(i * size, (i + 1) * size)) for i in range(n_slots)]
 
 
-def _layout(s: _Spec) -> list[_Slot]:
+def slot_layout(s: _Spec) -> list[_Slot]:
     """Every run slot's processes; a ValueError when a process would lack cores."""
     _check_spec(s)
     n_optim_cores = max(s.cpu_reserved, 1)  # async: the optimizer's cores, per optimizer GPU
@@ -449,10 +449,10 @@ def _slot_affinity(s: _Spec, slot: _Slot) -> AffinityDict | list[AffinityDict]:
     return dicts[0] if len(dicts) == 1 else dicts
 
 
-def _slot_resources(code: str, run_slot: int) -> tuple[list[int], list[int]]:
+def slot_resources(code: str, run_slot: int) -> tuple[list[int], list[int]]:
     """The logical cpus and the GPUs of one run slot (what the launcher pins and checks)."""
-    spec, _ = _decode(code)
-    slots = _layout(spec)
+    spec, _ = decode_code(code)
+    slots = slot_layout(spec)
     _check_run_slot(run_slot, len(slots))
     slot = slots[run_slot]
     processes = [*slot.processes, *([slot.sampler] if slot.sampler else [])]
@@ -467,10 +467,10 @@ def _check_run_slot(run_slot: Any, n_slots: int) -> None:
         raise ValueError(f"run_slot={run_slot} is out of range: there are {n_slots} run slots")
 
 
-def _check_machine(code: str, run_slot: int) -> None:
+def check_slot_on_machine(code: str, run_slot: int) -> None:
     """Refuse a slot whose cpus this process may not use, or whose GPUs are not visible."""
-    spec, _ = _decode(code)
-    cpus, gpus = _slot_resources(code, run_slot)
+    spec, _ = decode_code(code)
+    cpus, gpus = slot_resources(code, run_slot)
     if spec.set_affinity:
         allowed = _allowed_cpus()
         missing = sorted(set(cpus) - allowed)
@@ -548,7 +548,7 @@ def encode_affinity(
         alternating=alternating,
         set_affinity=set_affinity,
     )
-    slots = _layout(spec)
+    slots = slot_layout(spec)
     if run_slot is not None:
         _check_run_slot(run_slot, len(slots))
     return _encode(spec, run_slot)
@@ -556,8 +556,8 @@ def encode_affinity(
 
 def n_run_slots(affinity_code: str) -> int:
     """How many runs the code's machine holds at once (the launcher's concurrency)."""
-    spec, _ = _decode(affinity_code)
-    return len(_layout(spec))
+    spec, _ = decode_code(affinity_code)
+    return len(slot_layout(spec))
 
 
 def affinity_from_code(
@@ -574,16 +574,16 @@ def affinity_from_code(
     pinned; the worker count stays).  ``check_machine`` refuses cpus this process may not use
     and GPU indices beyond those visible (when that can be told without torch).
     """
-    spec, run_slot = _decode(run_slot_affinity_code)
+    spec, run_slot = decode_code(run_slot_affinity_code)
     if run_slot is None:
         raise ValueError(
             f"affinity code {run_slot_affinity_code!r} names no run slot: use the code a "
             "launched script gets as its first argument, or make_affinity(run_slot=...)"
         )
-    slots = _layout(spec)
+    slots = slot_layout(spec)
     _check_run_slot(run_slot, len(slots))
     if check_machine:
-        _check_machine(run_slot_affinity_code, run_slot)
+        check_slot_on_machine(run_slot_affinity_code, run_slot)
     return _slot_affinity(spec, slots[run_slot])
 
 

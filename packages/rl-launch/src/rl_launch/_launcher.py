@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 
 import psutil
 
-from ._affinity import _check_machine, _decode, _layout, _slot_resources
+from ._affinity import check_slot_on_machine, decode_code, slot_layout, slot_resources
 from ._files import write_text_atomic
 from ._variant import save_variant
 
@@ -122,7 +122,7 @@ def read_launch_args(argv: Sequence[str] | None = None) -> LaunchArgs:
 
 
 def _with_slot(affinity_code: str, run_slot: int) -> str:
-    _, slot = _decode(affinity_code)
+    _, slot = decode_code(affinity_code)
     if slot is not None:
         raise ValueError(
             f"affinity_code {affinity_code!r} already names run slot {slot}: encode it with "
@@ -154,8 +154,8 @@ def launch_experiment(
     ``run_slot`` (unless the code says ``set_affinity=False``, or the platform cannot pin).
     """
     slot_code = _with_slot(affinity_code, run_slot)
-    cpus, _ = _slot_resources(affinity_code, run_slot)
-    spec, _ = _decode(affinity_code)
+    cpus, _ = slot_resources(affinity_code, run_slot)
+    spec, _ = decode_code(affinity_code)
     log_dir = Path(log_dir)
     run_dir = log_dir / f"run_{run_ID}"
     command = [
@@ -298,15 +298,15 @@ def run_experiments(
     script = Path(script)
     if not script.is_file():
         raise FileNotFoundError(f"script {str(script)!r} is not a file")
-    _, slot = _decode(affinity_code)
+    _, slot = decode_code(affinity_code)
     if slot is not None:
         raise ValueError(
             f"affinity_code {affinity_code!r} names run slot {slot}: encode it with "
             "run_slot=None, the launcher assigns the slots"
         )
-    n_slots = len(_layout(_decode(affinity_code)[0]))
+    n_slots = len(slot_layout(decode_code(affinity_code)[0]))
     for run_slot in range(n_slots):
-        _check_machine(_with_slot(affinity_code, run_slot), run_slot)
+        check_slot_on_machine(_with_slot(affinity_code, run_slot), run_slot)
     _check_relative(experiment_title, "experiment_title")
     if "/" in experiment_title or os.sep in experiment_title:
         raise ValueError(f"experiment_title must be one directory name, got {experiment_title!r}")

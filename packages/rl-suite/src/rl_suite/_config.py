@@ -465,21 +465,21 @@ def default_preset(algo: str, env: str) -> str | None:
     return None
 
 
-def _is_atari(env: str) -> bool:
+def is_atari(env: str) -> bool:
     return env.startswith(("atari:", "ALE/"))
 
 
 def _env_family(env: str) -> str:
     """What a preset's environment stands for: every Atari game, every MuJoCo locomotion
     task, or just itself."""
-    if _is_atari(env):
+    if is_atari(env):
         return "atari"
     if env.partition("-")[0] in MUJOCO_LOCOMOTION:
         return "mujoco-locomotion"
     return env
 
 
-def _merge(base: dict[str, Any], changes: dict[str, Any], path: str = "") -> None:
+def merge_config(base: dict[str, Any], changes: dict[str, Any], path: str = "") -> None:
     """Deep update of ``base`` with ``changes``; unknown keys are refused except in dicts
     whose name ends in ``_kwargs`` (they go to a constructor, which checks them)."""
     for key, value in changes.items():
@@ -490,7 +490,7 @@ def _merge(base: dict[str, Any], changes: dict[str, Any], path: str = "") -> Non
         if isinstance(base.get(key), dict) and not key.endswith("_kwargs"):
             if not isinstance(value, dict):
                 raise ValueError(f"{where} is a group of settings, not a value")
-            _merge(base[key], value, f"{where}.")
+            merge_config(base[key], value, f"{where}.")
         elif isinstance(base.get(key), dict) and isinstance(value, dict):
             base[key] = {**base[key], **value}
         else:
@@ -503,14 +503,14 @@ def make_config(preset: str | None = None, **changes: Any) -> dict[str, Any]:
     if preset is not None:
         if preset not in PRESETS:
             raise KeyError(f"unknown preset {preset!r}; presets: {', '.join(PRESETS)}")
-        _merge(config, PRESETS[preset])
-    _merge(config, {k: v for k, v in changes.items() if v is not None})
+        merge_config(config, PRESETS[preset])
+    merge_config(config, {k: v for k, v in changes.items() if v is not None})
     if config["algo"] not in ALGOS:
         raise KeyError(f"unknown algorithm {config['algo']!r}; algorithms: {', '.join(ALGOS)}")
     return config
 
 
-def _parse_value(text: str) -> Any:
+def parse_value(text: str) -> Any:
     """A Python literal when it is one (numbers, lists, True, None ...), else the text."""
     try:
         return ast.literal_eval(text)
@@ -524,8 +524,8 @@ def apply_overrides(config: dict[str, Any], assignments: list[str]) -> dict[str,
         key, sep, text = assignment.partition("=")
         if not sep or not key:
             raise ValueError(f"--set takes key=value, got {assignment!r}")
-        change: Any = _parse_value(text)
+        change: Any = parse_value(text)
         for part in reversed(key.split(".")):
             change = {part: change}
-        _merge(config, change)
+        merge_config(config, change)
     return config

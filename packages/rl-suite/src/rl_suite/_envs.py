@@ -14,7 +14,7 @@ import numpy as np
 
 from rl_samplers import AtariEnv, GymEnvWrapper, make
 
-from ._config import _is_atari as is_atari
+from ._config import is_atari
 
 __all__ = ["is_atari", "make_env"]
 

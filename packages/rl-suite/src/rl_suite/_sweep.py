@@ -28,7 +28,14 @@ from rl_launch import (
     run_experiments,
 )
 
-from ._config import PRESETS, _merge, _parse_value, apply_overrides, default_preset, make_config
+from ._config import (
+    PRESETS,
+    apply_overrides,
+    default_preset,
+    make_config,
+    merge_config,
+    parse_value,
+)
 
 __all__ = ["SWEEP_FILE", "Sweep", "load_sweep", "run_sweep", "sweep_report", "variant_config"]
 
@@ -70,7 +77,7 @@ def variant_config(base: dict[str, Any], variant: dict[str, Any], seed: int) -> 
     """One run's configuration: ``base`` with the variant laid over it by ``--set``'s rules
     (unknown settings refused, ``*_kwargs`` dicts open) and ``seed``."""
     config = copy.deepcopy(base)
-    _merge(config, variant)
+    merge_config(config, variant)
     config["seed"] = seed
     return config
 
@@ -132,7 +139,7 @@ def _setting(assignment: str, where: str) -> tuple[tuple[str, ...], Any]:
     key, sep, text = assignment.partition("=")
     if not sep or not key or "" in key.split("."):
         raise ValueError(f"{where}: an override is 'key=value', got {assignment!r}")
-    return tuple(key.split(".")), _parse_value(text)
+    return tuple(key.split(".")), parse_value(text)
 
 
 def _base_value(base: dict[str, Any], path: tuple[str, ...], where: str) -> Any:
@@ -225,7 +232,7 @@ def load_sweep(path: str | Path, log_dir: str | Path | None = None) -> Sweep:
     return Sweep(title, sweep_dir, spec, base, variants, log_dirs, seeds, affinity_code)
 
 
-def _write_json(path: Path, data: Any) -> None:
+def write_json(path: Path, data: Any) -> None:
     """Whole or not at all: a temporary file renamed over ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
@@ -240,14 +247,12 @@ def run_sweep(sweep: Sweep) -> ExperimentsSummary:
     The queue prints each run as it starts and ends; a failed run does not stop the others.
     Ctrl-C stops every run (and what it started) and propagates as KeyboardInterrupt.
     """
-    from . import _sweep_run
-
-    _write_json(
+    write_json(
         sweep.sweep_dir / SWEEP_FILE,
         {"title": sweep.title, "spec": sweep.spec, "base_config": sweep.base_config},
     )
     return run_experiments(
-        Path(_sweep_run.__file__),
+        Path(__file__).with_name("_sweep_run.py"),  # (a script: not imported here)
         sweep.affinity_code,
         sweep.sweep_dir.name,
         runs_per_setting=sweep.seeds,

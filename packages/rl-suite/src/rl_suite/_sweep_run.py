@@ -23,9 +23,9 @@ def run_affinity(config: dict[str, Any], slot: dict[str, Any]) -> dict[str, Any]
     the runner's cpus and torch threads and the sampler's workers, except where the
     configuration says otherwise (``torch_threads``, ``device``, ``sampler.workers``: that
     many workers, laid over the slot's worker cpus in turn)."""
-    from rl_suite._trainer import _affinity
+    from rl_suite._trainer import config_affinity
 
-    own = _affinity(config)  # (checks the configuration's own settings)
+    own = config_affinity(config)  # (checks the configuration's own settings)
     affinity = {
         key: slot[key]
         for key in ("master_cpus", "master_torch_threads", "worker_torch_threads", "set_affinity")
@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     import os
 
     from rl_launch import affinity_from_code, load_variant, read_launch_args
-    from rl_suite._sweep import _write_json, variant_config
+    from rl_suite._sweep import variant_config, write_json
     from rl_suite._trainer import train
 
     args = read_launch_args(argv)
@@ -60,9 +60,9 @@ def main(argv: list[str] | None = None) -> int:
         "affinity": affinity,
         "started": started,
     }
-    _write_json(info_file, info)
+    write_json(info_file, info)
     run_dir = train(config, args.log_dir, affinity=affinity)
-    _write_json(info_file, {**info, "finished": time.time()})
+    write_json(info_file, {**info, "finished": time.time()})
     print(f"run directory: {run_dir}")
     return 0
 

@@ -190,7 +190,7 @@ def _construct(cls: type, what: str, kwargs: dict[str, Any]) -> Any:
         raise ValueError(f"{what}: {error}") from error
 
 
-def _affinity(config: dict[str, Any]) -> dict[str, Any]:
+def config_affinity(config: dict[str, Any]) -> dict[str, Any]:
     """What the runner and sampler read: the CUDA device, torch's threads and the workers."""
     device = str(config["device"])
     match = re.fullmatch(r"cuda(?::(\d+))?", device)
@@ -291,7 +291,7 @@ def build(config: dict[str, Any], affinity: dict[str, Any] | None = None) -> Any
     kind = sampler_config["kind"]
     if kind not in SAMPLER_CLASSES:
         raise ValueError(f"sampler.kind must be one of {', '.join(SAMPLER_CLASSES)}, got {kind!r}")
-    affinity = _affinity(config) if affinity is None else affinity
+    affinity = config_affinity(config) if affinity is None else affinity
     processes = _processes(config)
     _check_processes(config, processes)
     asynchronous = _asynchronous(config, processes)
