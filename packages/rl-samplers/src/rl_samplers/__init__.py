@@ -14,7 +14,13 @@ from ._async import (
 )
 from ._atari import AtariEnv, AtariTrajInfo
 from ._base import BaseSampler
-from ._batched import CRITIC_OBSERVATION, ActorCriticObservation, BatchedSampler, BatchEnv
+from ._batched import (
+    CRITIC_OBSERVATION,
+    ActorCriticObservation,
+    BatchedSampler,
+    BatchEnv,
+    BatchTrajInfos,
+)
 from ._collectors import (
     BaseCollector,
     CpuResetCollector,
@@ -58,6 +64,7 @@ __all__ = [
     "BaseCollector",
     "BaseSampler",
     "BatchEnv",
+    "BatchTrajInfos",
     "BatchedSampler",
     "Composite",
     "CpuResetCollector",
