@@ -2,18 +2,10 @@
 writes every batch into one half of a double buffer on shared memory, so that the other half
 can be copied into a replay buffer meanwhile.
 
-Two stages of initialization, in two processes:
-
-- ``async_initialize(agent, bootstrap_value, traj_info_kwargs, seed)`` in the training
-  process: initializes the agent on shared memory (the model the optimizer trains), allocates
-  the double buffer and returns ``(double_buffer, examples)``;
-- ``initialize(affinity)`` in the sampler's process (started with the sampler object as an
-  argument): pins the process, moves the agent to ``affinity["cuda_idx"]`` if given and gives
-  it a model of its own (``async_cpu``), makes the environments, starts any workers.
-
-Then ``obtain_samples(itr, db_idx)`` first copies the trained parameters into the sampler's
-model (``recv_shared_memory``), fills ``double_buffer[db_idx]`` and returns the trajectory
-infos completed; ``evaluate_agent(itr)`` likewise refreshes the parameters first.
+Initialization has two stages, in two processes: ``async_initialize`` in the training
+process (the agent on shared memory, the double buffer), then ``initialize(affinity)`` in the
+sampler's process (the agent's own model, the envs, any workers).  ``obtain_samples(itr,
+db_idx)`` copies the trained parameters in first.  The README has the details.
 """
 
 from __future__ import annotations

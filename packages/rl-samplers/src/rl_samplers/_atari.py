@@ -124,50 +124,15 @@ def _check_int(name: str, value: Any, minimum: int) -> int:
 class AtariEnv(Env):
     """An Atari game on ALE with the classic DQN preprocessing, done fast.
 
-    Args:
-        game: snake_case game name as in ale-py's ROM list ("pong", "space_invaders",
-            "ms_pacman"; CamelCase and gymnasium ids like "ALE/MsPacman-v5" work too).
-            ``AtariEnv.available_games()`` lists them: every ROM ale-py ships except the
-            few ALE has no game logic for (combat, joust, maze_craze, warlords in ale-py
-            0.12), which raise ValueError here (loading one would end the process).
-        frame_skip: emulator frames per step; the action is repeated and the rewards summed.
-            The newest frame of an observation is the max of the step's last two screens
-            (with ``frame_skip=1``: of this step's and the previous step's).
-        num_img_obs: frames in an observation, oldest first, newest last.
-        clip_reward: reward is ``sign(raw reward)``; the raw one is ``env_info.game_score``.
-        episodic_lives: a life loss gives ``done=True`` with ``env_info.traj_done=False``;
-            the following ``reset()`` continues the same game instead of restarting it.
-        fire_on_reset: press FIRE after every reset (also after a life loss), for games
-            that wait for it, e.g. Breakout (the ball is only served on FIRE).  The game's
-            action set must contain FIRE.
-        max_start_noops: a full reset idles a random number of frames in
-            ``0..max_start_noops`` (from the env's own seeded generator), so that episodes
-            do not all start from the same state.
-        repeat_action_probability: ALE's sticky actions: at every emulator frame the
-            previous frame's action is repeated with this probability (0.25 is the
-            recommended value for evaluation; 0 is deterministic).  Frames are skipped
-            here, one ``act()`` per frame with ALE's own ``frame_skip`` at 1, so stickiness
-            applies per frame exactly as in ALE.
-        horizon: the most steps a game may last (counted from the full reset, across life
-            losses); the step that reaches it is ``done`` with ``traj_done`` and
-            ``timeout`` set.  ``None``: no limit.
-        obs_size: ``(height, width)`` of each frame.  The default ``(104, 80)`` crops the
-            first and last rows of the 210x160 screen and halves both sides; any other size
-            (e.g. ``(84, 84)``) resizes the whole screen.
-        seed: see ``seed()``.
-
-    Steps return ``EnvStep(observation, reward, done, env_info)`` with
-    ``env_info = EnvInfo(game_score, traj_done, timeout)``.  Observations are uint8 arrays
-    ``(num_img_obs, height, width)`` owned by the caller (a new array each step); after a
-    reset only the newest frame is filled, the older ones are zeros.
-
-    Downsampling uses ``cv2.INTER_AREA``: for the default exact 2x it is the rounded mean
-    of each 2x2 block, the fastest of cv2's modes here (about 2.5 us against 4.5 us for
-    ``INTER_NEAREST``), and unlike nearest-neighbour (which keeps only even rows and
-    columns) it never drops objects one pixel thin: with nearest, some object vanishes
-    entirely in many Space Invaders, Seaquest and Asteroids frames.  Other sizes also use
-    ``INTER_AREA`` on the whole screen; for (84, 84) that costs about 50 us per step
-    (about 20% fewer steps per second than the default).
+    ``game``: e.g. "pong", "SpaceInvaders", "ALE/MsPacman-v5" (``available_games()``);
+    ``frame_skip``: frames per step, rewards summed, newest frame the max of the last two;
+    ``num_img_obs``: frames per uint8 observation ``(num_img_obs, *obs_size)``, oldest first;
+    ``clip_reward``: sign of the raw reward, kept as ``env_info.game_score``;
+    ``episodic_lives``: a life loss is ``done`` but not ``env_info.traj_done``;
+    ``fire_on_reset`` (Breakout); ``max_start_noops``: random idle frames on a full reset;
+    ``repeat_action_probability``: ALE's sticky actions, per frame; ``horizon``: steps per
+    game, then ``done``, ``traj_done`` and ``timeout``; ``obs_size``: ``(104, 80)`` crops and
+    halves the screen, other sizes resize it.  The README ("Atari") has the details.
     """
 
     def __init__(

@@ -1,31 +1,12 @@
 """A sampler for one vectorised environment: all ``batch_B`` envs advance in one call per
 step, and no Python runs per env or per finished episode.
 
-``make_env(num_envs)`` returns either
-
-* a gymnasium ``VectorEnv`` (numpy; the sampler converts at its boundary, batch on the CPU).
-  Its autoreset mode must be ``SAME_STEP`` (a done env's ``step`` returns the next
-  episode's first observation, so every recorded step is a real transition) or
-  ``DISABLED`` (the sampler resets the done envs with ``reset_mask``).  gymnasium's
-  default, ``NEXT_STEP``, is refused: its step after a done ignores the action, which would
-  record a fake transition, and a vector env cannot step only the finished envs again.
-  Make one with ``gymnasium.make_vec(id, num_envs=n, vectorization_mode="sync",
-  vector_kwargs={"autoreset_mode": gymnasium.vector.AutoresetMode.SAME_STEP})``.
-* a ``BatchEnv``: torch tensors on the env's device; the batch is allocated there too, the
-  agent puts its outputs there (``agent.output_device``), and stepping reads nothing on the
-  host (with an agent that has ``reset_done(mask)``; else each step's done indices are read
-  to call ``agent.reset_one``).  Episode statistics are tensors on the device: the host
-  reads only what the runner logs (see ``BatchTrajInfos``).
-
-Privileged observations for the critic (asymmetric actor-critic, as rsl_rl's
-``critic_observations``): a ``BatchEnv`` with a ``critic_observation_space`` also returns,
-with every observation, ``extras["critic_observation"]``, an observation of the same state
-that only the value function may read (e.g. the full state where the policy sees a part of
-it).  The sampler's observations are then ``ActorCriticObservation(actor=..., critic=...)``
-namedarraytuples, and its ``env_spaces.observation`` a ``Composite`` of the two spaces with
-that type (its ``shape.actor`` and ``shape.critic`` give the parts' shapes).  They travel
-through the sample buffers, the algorithms and replay as one observation; only the agent
-looks inside.
+``make_env(num_envs)`` returns a gymnasium ``VectorEnv`` (numpy, batch on the CPU) whose
+autoreset mode is ``SAME_STEP`` or ``DISABLED`` (``NEXT_STEP`` would record a fake
+transition after each done, and is refused), or a ``BatchEnv`` (torch tensors, batch and
+agent outputs on its device, nothing read on the host per step).  A ``BatchEnv`` may add a
+privileged observation for the critic (``ActorCriticObservation``).  The README
+("BatchedSampler and BatchEnv") has the details.
 """
 
 from __future__ import annotations
@@ -78,21 +59,12 @@ class BatchEnv:
     """``num_envs`` environments stepped together as torch tensors on ``device``.
 
     Subclasses set ``num_envs``, ``device``, ``observation_space`` and ``action_space``
-    (per-env spaces of ours: they size the buffers and give the null action), and implement
-    ``reset() -> observation [B, ...]`` (all envs) and ``step(action [B, ...]) ->
+    (per-env spaces of ours) and implement ``reset() -> observation`` and ``step(action) ->
     (observation, reward, terminated, truncated)``, each ``[B, ...]`` on ``device``.  A done
-    env resets inside ``step``: the observation returned for it is its next episode's first
-    one (the sampler never calls ``reset`` mid-run).  ``seed(seed)`` applies at the next
-    ``reset``.
-
-    Extras, as gymnasium's ``info``: ``reset`` may return ``(observation, extras)`` (a plain
-    tuple) and ``step`` a fifth element, ``extras``, a dict of ``[B, ...]`` tensors.  An env
-    whose ``critic_observation_space`` is set (None by default) must return them, with
-    ``extras["critic_observation"]`` the privileged observation for the critic, of the same
-    state as the observation (a done env's: its next episode's first); the sampler then
-    records ``ActorCriticObservation(actor=observation, critic=extras["critic_observation"])``
-    and ``spaces.observation`` is the ``Composite`` of both spaces.  Other extras are
-    ignored.
+    env resets inside ``step`` (the observation returned is its next episode's first);
+    ``seed(seed)`` applies at the next ``reset``.  With ``critic_observation_space`` set,
+    ``reset`` returns ``(observation, extras)`` and ``step`` a fifth element, ``extras``,
+    with ``extras["critic_observation"]`` of the same state (README: privileged observations).
     """
 
     num_envs: int

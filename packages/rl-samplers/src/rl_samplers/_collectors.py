@@ -2,10 +2,9 @@
 step into the ``[T, B]`` sample buffer.  They run wherever the environments live (the main
 process for the serial sampler, each worker for the parallel ones).
 
-Episode boundaries: when an environment is done it is reset (at once with the reset
-collector, at the end of the batch with the wait-reset one), the agent's state for it is
-reset (``reset_one``), and its next previous action and reward are the null action and 0,
-exactly what replay buffers hand back for an episode's first step.
+Every collector steps its environments through ``step_envs`` and carries the previous
+action and reward over with ``update_prev``; at an episode's start these are the null
+action and 0, exactly what replay buffers hand back for an episode's first step.
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from rl_arrays import AgentInputs, numpify_buffer, torchify_buffer
+from rl_arrays import AgentInputs, EnvStep, numpify_buffer, torchify_buffer
 
 from ._env import Env
 from ._traj_info import TrajInfo
@@ -26,12 +25,92 @@ __all__ = [
     "CpuWaitResetCollector",
     "DecorrelatingStartCollector",
     "SerialEvalCollector",
+    "reset_envs",
+    "step_envs",
+    "update_prev",
 ]
+
+
+def reset_envs(
+    envs: list[Env],
+    TrajInfoCls: type[TrajInfo],
+    null_action: Any,
+    rngs: list[np.random.Generator] | None = None,
+    max_decorrelation_steps: int = 0,
+) -> tuple[Any, list[TrajInfo]]:
+    """Reset every env; return the first ``AgentInputs`` and fresh trajectory infos.  With
+    ``rngs``, env ``b`` then takes ``rngs[b].integers(max_decorrelation_steps + 1)`` random
+    steps, so the envs of one batch are not in lockstep."""
+    observation = np.stack([env.reset() for env in envs])
+    prev_action = np.stack([null_action] * len(envs))
+    prev_reward = np.zeros(len(envs), np.float32)
+    traj_infos = [TrajInfoCls() for _ in envs]
+    for b, env in enumerate(envs):
+        n_steps = 0 if rngs is None else int(rngs[b].integers(max_decorrelation_steps + 1))
+        for _ in range(n_steps):
+            action = env.action_space.sample()
+            o, r, d, env_info = env.step(action)
+            traj_infos[b].step(observation[b], action, r, d, None, env_info)
+            if getattr(env_info, "traj_done", d):
+                traj_infos[b] = TrajInfoCls()
+            if d:
+                o, action, r = env.reset(), null_action, 0.0
+            observation[b], prev_action[b], prev_reward[b] = o, action, r
+    return AgentInputs(observation, prev_action, prev_reward), traj_infos
+
+
+def step_envs(
+    envs: list[Env],
+    observation: Any,
+    action: Any,
+    agent_info: Any,
+    traj_infos: list[TrajInfo],
+    TrajInfoCls: type[TrajInfo],
+    out: EnvStep,
+    waiting: np.ndarray | None = None,
+) -> list[TrajInfo]:
+    """Step env ``b`` with ``action[b]`` (chosen on ``observation[b]``), write the results
+    into ``out`` (``[B]`` arrays, ``out.env_info`` may be None; ``out.observation`` may be
+    ``observation``) and return the trajectory infos of the episodes that ended.  A done
+    env resets at once; given ``waiting``, it is marked there instead and records blank
+    steps (reward 0, done, zero env_info, same observation) until the caller resets it."""
+    completed = []
+    for b, env in enumerate(envs):
+        if waiting is not None and waiting[b]:
+            out.observation[b], out.reward[b], out.done[b] = observation[b], 0, True
+            if out.env_info is not None:  # (no stale timeout from an earlier batch)
+                out.env_info[b] = 0
+            continue
+        o, r, d, env_info = env.step(action[b])
+        info = None if agent_info is None else agent_info[b]
+        traj_infos[b].step(observation[b], action[b], r, d, info, env_info)
+        if getattr(env_info, "traj_done", d):
+            completed.append(traj_infos[b].terminate(o))
+            traj_infos[b] = TrajInfoCls()
+        if d and waiting is None:
+            o = env.reset()
+        elif d:
+            waiting[b] = True
+        out.observation[b], out.reward[b], out.done[b] = o, r, d
+        if out.env_info is not None and env_info is not None:
+            out.env_info[b] = env_info
+    return completed
+
+
+def update_prev(
+    prev_action: Any, prev_reward: Any, action: Any, reward: Any, done: Any, null_action: Any
+) -> None:
+    """In place: the next step's previous action and reward are this step's, or the null
+    action and 0 where ``done`` (the next step starts an episode, or is blank)."""
+    prev_action[:], prev_reward[:] = action, reward
+    prev_action[done], prev_reward[done] = null_action, 0
 
 
 class BaseCollector:
     """Steps ``envs`` for ``batch_T`` steps into ``samples_np`` (their ``[T, len(envs)]``
     slice of the batch).  ``env_seeds`` make the start (decorrelation) reproducible."""
+
+    mid_batch_reset = True  # False: a done env waits for the end of the batch to reset
 
     def __init__(
         self,
@@ -51,12 +130,7 @@ class BaseCollector:
 
     def start_envs(self, max_decorrelation_steps: int = 0) -> tuple[Any, list[TrajInfo]]:
         """Reset every env; return the first agent inputs and fresh trajectory infos."""
-        observations = np.stack([env.reset() for env in self.envs])
-        prev_action = np.stack([self.null_action] * len(self.envs))
-        prev_reward = np.zeros(len(self.envs), np.float32)
-        return AgentInputs(observations, prev_action, prev_reward), [
-            self.TrajInfoCls() for _ in self.envs
-        ]
+        return reset_envs(self.envs, self.TrajInfoCls, self.null_action)
 
     def start_agent(self) -> None:
         if self.agent is not None:
@@ -76,28 +150,19 @@ class DecorrelatingStartCollector(BaseCollector):
     the environments of one batch are not in lockstep."""
 
     def start_envs(self, max_decorrelation_steps: int = 0) -> tuple[Any, list[TrajInfo]]:
-        agent_inputs, traj_infos = super().start_envs()
-        observation, prev_action, prev_reward = agent_inputs
-        if max_decorrelation_steps <= 0:
-            return agent_inputs, traj_infos
-        for b, env in enumerate(self.envs):
-            for _ in range(int(self.rngs[b].integers(max_decorrelation_steps + 1))):
-                action = env.action_space.sample()
-                o, r, d, env_info = env.step(action)
-                traj_infos[b].step(observation[b], action, r, d, None, env_info)
-                if getattr(env_info, "traj_done", d):
-                    traj_infos[b] = self.TrajInfoCls()
-                if d:
-                    o, action, r = env.reset(), self.null_action, 0.0
-                observation[b], prev_action[b], prev_reward[b] = o, action, r
-        return agent_inputs, traj_infos
+        return reset_envs(
+            self.envs, self.TrajInfoCls, self.null_action, self.rngs, max_decorrelation_steps
+        )
 
 
 class CpuResetCollector(DecorrelatingStartCollector):
     """The agent acts for all of its envs in one call each step; a done env resets at once
-    (``mid_batch_reset``)."""
+    (``mid_batch_reset``) and the agent's state for it with ``reset_one``."""
 
-    mid_batch_reset = True
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        # Wait-reset: the envs done earlier in this batch (reset by ``reset_if_needed``).
+        self.need_reset = None if self.mid_batch_reset else np.zeros(len(self.envs), bool)
 
     def collect_batch(
         self, agent_inputs: Any, traj_infos: list[TrajInfo], itr: int
@@ -105,61 +170,54 @@ class CpuResetCollector(DecorrelatingStartCollector):
         agent_buf, env_buf = self.samples_np.agent, self.samples_np.env
         observation, prev_action, prev_reward = agent_inputs
         prev_pyt = torchify_buffer((prev_action, prev_reward))
-        waiting = self._waiting(len(self.envs))
         completed = []
         self.agent.sample_mode(itr)
         # Each step's new observations go straight into the next row of the batch (the last
         # step's into ``observation``, which carries over to the next batch): one copy each.
         env_buf.observation[0] = observation
         for t in range(self.batch_T):
-            current = env_buf.observation[t]
+            row = env_buf[t]
             following = env_buf.observation[t + 1] if t + 1 < self.batch_T else observation
             agent_buf.prev_action[t] = prev_action
             env_buf.prev_reward[t] = prev_reward
             with torch.no_grad():
-                action_pyt, agent_info_pyt = self.agent.step(torchify_buffer(current), *prev_pyt)
+                action_pyt, agent_info_pyt = self.agent.step(
+                    torchify_buffer(row.observation), *prev_pyt
+                )
             action, agent_info = numpify_buffer(action_pyt), numpify_buffer(agent_info_pyt)
             agent_buf.action[t] = action
             if agent_info is not None:
                 agent_buf.agent_info[t] = agent_info
-            for b, env in enumerate(self.envs):
-                if waiting[b]:  # done earlier in this batch: record a blank, keep done
-                    env_buf.reward[t, b], env_buf.done[t, b] = 0, True
-                    if env_buf.env_info is not None:
-                        env_buf.env_info[t, b] = 0  # (no stale timeout from an earlier batch)
-                    following[b] = current[b]
-                    continue
-                o, r, d, env_info = env.step(action[b])
-                traj_infos[b].step(
-                    current[b],
-                    action[b],
-                    r,
-                    d,
-                    None if agent_info is None else agent_info[b],
-                    env_info,
-                )
-                if getattr(env_info, "traj_done", d):
-                    completed.append(traj_infos[b].terminate(o))
-                    traj_infos[b] = self.TrajInfoCls()
-                env_buf.reward[t, b], env_buf.done[t, b] = r, d
-                if env_info is not None:
-                    env_buf.env_info[t, b] = env_info
-                if not d:
-                    prev_action[b] = action[b]
-                elif self.mid_batch_reset:
-                    o, prev_action[b], r = env.reset(), self.null_action, 0.0
+            out = EnvStep(following, row.reward, row.done, row.env_info)
+            completed += step_envs(
+                self.envs,
+                row.observation,
+                action,
+                agent_info,
+                traj_infos,
+                self.TrajInfoCls,
+                out,
+                self.need_reset,
+            )
+            update_prev(prev_action, prev_reward, action, row.reward, row.done, self.null_action)
+            if self.mid_batch_reset:
+                for b in np.flatnonzero(row.done):
                     self.agent.reset_one(idx=b)
-                else:  # blank steps follow, fed the null action and reward too
-                    waiting[b], prev_action[b], r = True, self.null_action, 0.0
-                following[b], prev_reward[b] = o, r
         if "bootstrap_value" in agent_buf:
             with torch.no_grad():  # value() must not advance a recurrent agent's state
                 value = self.agent.value(*torchify_buffer(agent_inputs))
             agent_buf.bootstrap_value[:] = numpify_buffer(value)
         return agent_inputs, traj_infos, completed
 
-    def _waiting(self, n: int) -> np.ndarray:
-        return np.zeros(n, bool)
+    def reset_if_needed(self, agent_inputs: Any) -> None:
+        if self.need_reset is None:
+            return
+        observation, prev_action, prev_reward = agent_inputs
+        for b in np.flatnonzero(self.need_reset):
+            observation[b] = self.envs[b].reset()
+            prev_action[b], prev_reward[b] = self.null_action, 0
+            self.agent.reset_one(idx=b)
+        self.need_reset[:] = False
 
 
 class CpuWaitResetCollector(CpuResetCollector):
@@ -168,24 +226,6 @@ class CpuWaitResetCollector(CpuResetCollector):
     batch then starts with a fresh or continuing rnn state, never one reset mid-way."""
 
     mid_batch_reset = False
-
-    def __init__(self, *args: Any, **kwargs: Any):
-        super().__init__(*args, **kwargs)
-        self.need_reset = np.zeros(len(self.envs), bool)
-
-    def _waiting(self, n: int) -> np.ndarray:
-        return self.need_reset
-
-    def reset_if_needed(self, agent_inputs: Any) -> None:
-        observation, prev_action, prev_reward = agent_inputs
-        for b in np.flatnonzero(self.need_reset):
-            observation[b], prev_action[b], prev_reward[b] = (
-                self.envs[b].reset(),
-                self.null_action,
-                0,
-            )
-            self.agent.reset_one(idx=b)
-        self.need_reset[:] = False
 
 
 class SerialEvalCollector:
@@ -207,11 +247,10 @@ class SerialEvalCollector:
     def collect_evaluation(self, itr: int, stop: Any = None, report: Any = None) -> list[TrajInfo]:
         """``stop``: a flag (``.value``) raised elsewhere once enough episodes are in;
         ``report``: called with each episode's info as it completes (parallel samplers)."""
-        observation = np.stack([env.reset() for env in self.envs])
-        prev_action = np.stack([self.null_action] * len(self.envs))
-        prev_reward = np.zeros(len(self.envs), np.float32)
-        inputs_pyt = torchify_buffer(AgentInputs(observation, prev_action, prev_reward))
-        traj_infos = [self.TrajInfoCls() for _ in self.envs]
+        inputs, traj_infos = reset_envs(self.envs, self.TrajInfoCls, self.null_action)
+        observation, prev_action, prev_reward = inputs
+        out = EnvStep(observation, np.zeros_like(prev_reward), np.zeros(len(self.envs), bool), None)
+        inputs_pyt = torchify_buffer(inputs)
         completed: list[TrajInfo] = []
         self.agent.eval_mode(itr)  # (first: the reset is then of the evaluation state)
         self.agent.reset()
@@ -219,27 +258,16 @@ class SerialEvalCollector:
             with torch.no_grad():
                 action_pyt, agent_info_pyt = self.agent.step(*inputs_pyt)
             action, agent_info = numpify_buffer(action_pyt), numpify_buffer(agent_info_pyt)
-            for b, env in enumerate(self.envs):
-                o, r, d, env_info = env.step(action[b])
-                traj_infos[b].step(
-                    observation[b],
-                    action[b],
-                    r,
-                    d,
-                    None if agent_info is None else agent_info[b],
-                    env_info,
-                )
-                if getattr(env_info, "traj_done", d):
-                    completed.append(traj_infos[b].terminate(o))
-                    traj_infos[b] = self.TrajInfoCls()
-                    if report is not None:
-                        report(completed[-1])
-                if d:
-                    o, prev_action[b], r = env.reset(), self.null_action, 0.0
-                    self.agent.reset_one(idx=b)
-                else:
-                    prev_action[b] = action[b]
-                observation[b], prev_reward[b] = o, r
+            ended = step_envs(
+                self.envs, observation, action, agent_info, traj_infos, self.TrajInfoCls, out
+            )
+            update_prev(prev_action, prev_reward, action, out.reward, out.done, self.null_action)
+            for b in np.flatnonzero(out.done):
+                self.agent.reset_one(idx=b)
+            completed += ended
+            if report is not None:
+                for info in ended:
+                    report(info)
             if self.max_trajectories is not None and len(completed) >= self.max_trajectories:
                 break
             if stop is not None and stop.value:

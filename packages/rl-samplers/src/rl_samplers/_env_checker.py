@@ -134,16 +134,12 @@ def _run(env: Env, seed: int, n_steps: int, actions: list[Any] | None = None) ->
 def check_env(env: Env, n_steps: int = 100, seed: int = 0) -> None:
     """Raise ``EnvCheckError`` on the first way ``env`` breaks the ``Env`` interface.
 
-    Checks: the spaces are our ``Space`` types and their ``null_value()`` and (seeded)
-    ``sample()`` belong to them (dtype and shape included); ``reset()`` and ``n_steps``
-    random ``step()``s (resetting when done) return observations in the observation
-    space, ``EnvStep``s with a finite real scalar reward, a bool ``done`` and an
-    ``env_info`` namedtuple whose fields, shapes and dtypes never change; with a
-    ``horizon``, ``env_info.timeout`` exists, implies ``done``, and no episode is longer.
-    Finally, ``seed(seed)`` twice must reproduce the same observations, rewards and
-    episode ends for the same actions, unless the environment sets
-    ``nondeterministic = True`` (an attribute saying its randomness cannot be seeded,
-    e.g. a real robot).
+    Checks the spaces (our ``Space`` types; ``null_value()`` and seeded ``sample()`` in
+    them), ``reset()`` and ``n_steps`` random steps (observations in the space, a finite
+    scalar reward, a bool ``done``, an ``env_info`` namedtuple that never changes shape;
+    with a ``horizon``, ``env_info.timeout`` implying ``done`` and no longer episode), and
+    that ``seed(seed)`` twice replays the same data, unless ``env.nondeterministic`` is
+    True.  The README ("Environments and spaces") lists every check.
     """
     for name in ("observation_space", "action_space"):
         space = getattr(env, name)

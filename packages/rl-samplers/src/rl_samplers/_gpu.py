@@ -16,9 +16,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from rl_arrays import AttrDict, buffer_from_example, numpify_buffer, torchify_buffer
+from rl_arrays import AttrDict, EnvStep, buffer_from_example, numpify_buffer, torchify_buffer
 
-from ._collectors import BaseCollector
+from ._collectors import BaseCollector, reset_envs, step_envs, update_prev
 from ._env import Env
 from ._parallel import ParallelSamplerBase
 from ._traj_info import TrajInfo
@@ -52,59 +52,43 @@ def _slice(step: AttrDict, start: int, stop: int) -> AttrDict:
 class GpuResetCollector(BaseCollector):
     """Worker side: step the envs with the server's actions, reset done ones at once."""
 
-    mid_batch_reset = True
-
     def __init__(self, *args: Any, step: AttrDict, act_ready: Any, obs_ready: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.step, self.act_ready, self.obs_ready = step, act_ready, obs_ready
 
     def start_envs(self, max_decorrelation_steps: int = 0) -> tuple[Any, list[TrajInfo]]:
-        traj_infos = [self.TrajInfoCls() for _ in self.envs]
-        for b, env in enumerate(self.envs):
-            o, action, r = env.reset(), self.null_action, 0.0
-            for _ in range(int(self.rngs[b].integers(max_decorrelation_steps + 1))):
-                action = env.action_space.sample()
-                next_o, r, d, env_info = env.step(action)
-                traj_infos[b].step(o, action, r, d, None, env_info)
-                if getattr(env_info, "traj_done", d):
-                    traj_infos[b] = self.TrajInfoCls()
-                o = next_o
-                if d:
-                    o, action, r = env.reset(), self.null_action, 0.0
-            self.step.observation[b], self.step.action[b] = o, action
-            self.step.reward[b], self.step.done[b] = r, False
+        inputs, traj_infos = reset_envs(
+            self.envs, self.TrajInfoCls, self.null_action, self.rngs, max_decorrelation_steps
+        )
+        step = self.step
+        step.observation[:], step.action[:], step.reward[:] = inputs
+        step.done[:] = False
         return None, traj_infos
 
     def collect_batch(
         self, agent_inputs: Any, traj_infos: list[TrajInfo], itr: int
     ) -> tuple[Any, list[TrajInfo], list[TrajInfo]]:
         env_buf, step = self.samples_np.env, self.step
-        waiting = np.zeros(len(self.envs), bool)  # (wait-reset: done earlier in this batch)
+        # Wait-reset: the envs done earlier in this batch.
+        waiting = None if self.mid_batch_reset else np.zeros(len(self.envs), bool)
         completed = []
         for t in range(self.batch_T):
             env_buf.observation[t] = step.observation
             self.act_ready.acquire()
-            for b, env in enumerate(self.envs):
-                if waiting[b]:  # a blank step, still done
-                    env_buf.reward[t, b] = step.reward[b] = 0
-                    env_buf.done[t, b] = True
-                    if env_buf.env_info is not None:
-                        env_buf.env_info[t, b] = 0
-                    continue
-                o, r, d, env_info = env.step(step.action[b])
-                traj_infos[b].step(step.observation[b], step.action[b], r, d, None, env_info)
-                if getattr(env_info, "traj_done", d):
-                    completed.append(traj_infos[b].terminate(o))
-                    traj_infos[b] = self.TrajInfoCls()
-                env_buf.reward[t, b], env_buf.done[t, b] = r, d
-                if env_info is not None:
-                    env_buf.env_info[t, b] = env_info
-                if d and self.mid_batch_reset:
-                    o = env.reset()
-                elif d:
-                    waiting[b] = True
-                step.observation[b], step.reward[b], step.done[b] = o, r, d
-            if t == self.batch_T - 1:  # waiting envs reset now: the server sees them fresh
+            env_info = None if env_buf.env_info is None else env_buf.env_info[t]
+            out = EnvStep(step.observation, step.reward, step.done, env_info)
+            completed += step_envs(
+                self.envs,
+                step.observation,
+                step.action,
+                None,
+                traj_infos,
+                self.TrajInfoCls,
+                out,
+                waiting,
+            )
+            env_buf.reward[t], env_buf.done[t] = step.reward, step.done
+            if waiting is not None and t == self.batch_T - 1:  # the server sees them fresh
                 for b in np.flatnonzero(waiting):
                     step.observation[b] = self.envs[b].reset()
             self.obs_ready.release()
@@ -136,26 +120,22 @@ class GpuEvalCollector:
         self.step, self.act_ready, self.obs_ready = step, act_ready, obs_ready
 
     def collect_evaluation(self, itr: int, stop: Any = None, report: Any = None) -> list[TrajInfo]:
+        step = self.step
         traj_infos = [self.TrajInfoCls() for _ in self.envs]
         for b, env in enumerate(self.envs):
-            self.step.observation[b], self.step.done[b] = env.reset(), True
+            step.observation[b], step.done[b] = env.reset(), True
         self.obs_ready.release()
+        out = EnvStep(step.observation, step.reward, step.done, None)
         for _ in range(self.max_T):
             self.act_ready.acquire()
             if stop is not None and stop.value:
                 break
-            for b, env in enumerate(self.envs):
-                o, r, d, env_info = env.step(self.step.action[b])
-                traj_infos[b].step(
-                    self.step.observation[b], self.step.action[b], r, d, None, env_info
-                )
-                if getattr(env_info, "traj_done", d):
-                    if report is not None:
-                        report(traj_infos[b].terminate(o))
-                    traj_infos[b] = self.TrajInfoCls()
-                if d:
-                    o = env.reset()
-                self.step.observation[b], self.step.reward[b], self.step.done[b] = o, r, d
+            ended = step_envs(
+                self.envs, step.observation, step.action, None, traj_infos, self.TrajInfoCls, out
+            )
+            if report is not None:
+                for info in ended:
+                    report(info)
             self.obs_ready.release()
         return []
 
@@ -240,9 +220,15 @@ class GpuSampler(ParallelSamplerBase):
     def _observe(self, step: AttrDict, envs: slice) -> None:
         """Take in the step results of ``envs``: next previous action and reward, and the
         agent's reset for environments that were done (and reset by their worker)."""
-        done, action = step.done[envs], step.action[envs]
-        self.prev_action[envs] = np.where(_expand(done, action), self.null_action, action)
-        self.prev_reward[envs] = np.where(done, 0, step.reward[envs])
+        done = step.done[envs]
+        update_prev(
+            self.prev_action[envs],
+            self.prev_reward[envs],
+            step.action[envs],
+            step.reward[envs],
+            done,
+            self.null_action,
+        )
         for b in np.flatnonzero(done):
             self.agent.reset_one(idx=envs.start + int(b))
 
@@ -327,11 +313,6 @@ class GpuSampler(ParallelSamplerBase):
                 finished += 1
             else:
                 infos.append(item)
-
-
-def _expand(done: np.ndarray, action: np.ndarray) -> np.ndarray:
-    """``done`` [B] broadcast against actions [B, ...]."""
-    return done.reshape(done.shape + (1,) * (action.ndim - 1))
 
 
 class AlternatingSampler(GpuSampler):

@@ -61,17 +61,11 @@ def _field_names(keys: Any, taken: Any = ()) -> list[str]:
 class GymSpaceWrapper(Space):
     """One of our spaces made from a gymnasium ``space``, with value conversion both ways.
 
-    ``Box`` -> ``FloatBox`` (float32 when ``force_float32``) or, for integer boxes whose
-    bounds are the same everywhere (e.g. uint8 images), ``IntBox(low, high + 1)``;
-    ``Discrete`` -> ``IntBox(start, start + n)``; ``MultiDiscrete`` with equal ``nvec``
-    and ``start`` -> ``IntBox``; ``MultiBinary`` -> ``IntBox(0, 2)``; ``Dict`` and
-    ``Tuple`` -> ``Composite`` of namedarraytuples (types named after ``name``; dict keys
-    in gymnasium's order, renamed to identifiers as ``_field_names`` says; tuple fields
-    ``f0, f1, ...``).  Integer dtypes are the gymnasium space's.
-
-    ``null_value`` is clipped into each sub-space's bounds (so it always belongs to the
-    space: a ``Discrete(3, start=1)`` gets null 1).  Other attributes (``n``, ``low``,
-    ``names`` ...) are those of the wrapped space of ours, ``self.space``.
+    ``Box`` -> ``FloatBox`` or (integer bounds the same everywhere) ``IntBox``; ``Discrete``,
+    ``MultiDiscrete`` and ``MultiBinary`` -> ``IntBox``; ``Dict`` and ``Tuple`` ->
+    ``Composite`` of namedarraytuples named after ``name``.  ``null_value`` is clipped into
+    the space; other attributes are those of ``self.space``.  The README ("Gymnasium") has
+    the whole mapping.
     """
 
     def __init__(
@@ -212,23 +206,13 @@ def _time_limit(env: Any) -> int | None:
 class GymEnvWrapper(Env):
     """A gymnasium 1.x environment as our ``Env``.
 
-    ``step`` returns ``EnvStep(observation, reward, done, env_info)``:
-
-    * ``observation``: converted by the observation ``GymSpaceWrapper``; at the end of an
-      episode it is the true final observation (gymnasium does not auto-reset a single
-      env; the sampler calls ``reset``).
-    * ``reward``: a python ``float`` (samplers store it as float32).
-    * ``done``: a python ``bool``, ``terminated or truncated``.
-    * ``env_info``: an ``EnvInfo`` namedarraytuple whose type is made at the first
-      ``step`` and fixed afterwards (samplers pre-allocate memory for it).  It holds
-      ``timeout`` (``truncated and not terminated``) and the numeric entries of that
-      first step's info dict, renamed to identifiers when needed (``info_fields`` maps
-      gymnasium key -> field).  Non-numeric entries are dropped, keys first seen later
-      are ignored (one warning per key each); keys missing later are filled with zeros.
-      To make a key present from the first step, use ``EnvInfoWrapper``.
-
-    ``seed(s)`` seeds the spaces and the next ``reset`` (``env.reset(seed=s)`` once,
-    then ``seed=None`` so later episodes continue the same random stream).
+    ``step`` returns ``EnvStep(observation, reward, done, env_info)``: the true final
+    observation at an episode's end (the sampler calls ``reset``), a float reward, ``done =
+    terminated or truncated``, and an ``EnvInfo`` whose fields are fixed at the first step:
+    ``timeout`` (truncated, not terminated) and that step's numeric info entries, renamed to
+    identifiers (``info_fields``); keys first seen later are ignored with a warning (use
+    ``EnvInfoWrapper``).  ``seed(s)`` seeds the spaces and the next ``reset`` only, so later
+    episodes continue the same random stream.  The README ("Gymnasium") has the details.
     """
 
     def __init__(

@@ -1,25 +1,12 @@
 """CartPole and Pendulum as ``BatchEnv``s: gymnasium's classic-control dynamics written in
 torch, so thousands of environments step in a few kernel launches on the training device.
 
-They reproduce gymnasium's ``CartPole-v1`` and ``Pendulum-v1`` (with their ``TimeLimit``)
-step for step: the same integrator, constants, thresholds, rewards and initial-state
-ranges.  gymnasium integrates in float64; these integrate in ``dtype`` (float32 unless told
-otherwise), so a float32 trajectory drifts from gymnasium's by float32 rounding, which an
-unstable system (the inverted pole) amplifies over an episode.  With ``dtype=torch.float64``
-they agree with gymnasium to a few float64 ulps.
-
-The physical state is a tensor, ``env.state`` (``[B, 4]``: x, x_dot, theta, theta_dot for
-CartPole; ``[B, 2]``: theta, theta_dot for Pendulum), and ``env.elapsed`` (``[B]``) counts
-the steps of each env's current episode; both can be read or written between steps, e.g. to
-start from a given configuration or to follow another implementation.
-
-``observation`` chooses what the observation shows: ``"full"`` (gymnasium's) or
-``"positions"`` (the velocities hidden: CartPole's x and theta, Pendulum's cos and sin; a
-policy then needs memory).  ``critic_observation`` (None by default) gives the env a
-``critic_observation_space`` and privileged observations for the critic, ``"full"`` or
-``"positions"`` as well, returned as ``extras["critic_observation"]`` by ``reset`` and
-``step`` (see ``BatchEnv``): e.g. ``observation="positions", critic_observation="full"``
-for an asymmetric actor-critic whose value function reads the whole state.
+They follow gymnasium's ``CartPole-v1`` and ``Pendulum-v1`` (with their ``TimeLimit``) step
+for step, computing in ``dtype`` (float32 by default: a trajectory drifts from gymnasium's
+float64 by rounding; ``torch.float64`` agrees to a few ulps).  ``env.state`` and
+``env.elapsed`` may be read or set between steps.  ``observation`` and
+``critic_observation`` (``"full"`` or ``"positions"``) choose what the policy and the critic
+see.  The README ("TorchCartPole and TorchPendulum") has the details.
 """
 
 from __future__ import annotations
