@@ -276,7 +276,7 @@ def test_alternating_agent_does_not_alternate_in_eval_mode(cls, spaces, kwargs):
     plain.load_state_dict(agent.state_dict())
     agent.sample_mode(0)
     agent.step(*agent_inputs(spaces, (2,)))
-    sampling = agent.prev_rnn_state, agent._alt
+    sampling = agent.prev_rnn_state, agent.rnn_states.turn
     agent.eval_mode(0)
     plain.eval_mode(0)
     inputs = agent_inputs(spaces, (3, B), seed=7)
@@ -286,7 +286,7 @@ def test_alternating_agent_does_not_alternate_in_eval_mode(cls, spaces, kwargs):
         torch.manual_seed(t)
         _same(got.agent_info, plain.step(*(x[t] for x in inputs)).agent_info)
     agent.sample_mode(1)
-    assert (agent.prev_rnn_state, agent._alt) == sampling
+    assert (agent.prev_rnn_state, agent.rnn_states.turn) == sampling
 
 
 # ----------------------------------------------------------------- state dicts

@@ -1,10 +1,10 @@
 """Models, action distributions and agents for rl-suite.
 
-Policy-gradient agents (categorical and Gaussian, feed-forward and recurrent, for Atari,
-MuJoCo-style and classic-control tasks), the DQN family (DQN, categorical DQN, R2D1), the
-Q-value policy-gradient agents for continuous actions (DDPG, TD3, SAC), the distributions they
-sample from and score with, the model building blocks, and the recurrent-state mixins. Depends
-on rl-arrays and torch only.
+Policy-gradient agents (``PgAgent``: categorical or Gaussian, feed-forward or recurrent, and
+rlpyt's names for its Atari, MuJoCo-style and classic-control settings), the DQN family (DQN,
+categorical DQN, R2D1), the Q-value policy-gradient agents for continuous actions (DDPG, TD3,
+SAC), the distributions they sample from and score with, and the model building blocks.
+Depends on rl-arrays and torch only.
 """
 
 from importlib.metadata import version
@@ -58,6 +58,7 @@ from ._dqn_models import (
 )
 from ._inference import InferencePolicy, RecurrentInferencePolicy, export_policy
 from ._model_components import Conv2dHeadModel, Conv2dModel, MlpModel, RunningMeanStdModel
+from ._model_kwargs import AtariMixin, MujocoMixin, VectorCategoricalMixin
 from ._model_utils import (
     ScaleGrad,
     conv2d_output_shape,
@@ -74,19 +75,17 @@ from ._pg_agents import (
     AlternatingRecurrentGaussianPgAgent,
     AtariFfAgent,
     AtariLstmAgent,
-    AtariMixin,
     CategoricalFfAgent,
     CategoricalLstmAgent,
     CategoricalPgAgent,
     GaussianPgAgent,
     MujocoFfAgent,
     MujocoLstmAgent,
-    MujocoMixin,
+    PgAgent,
     RecurrentCategoricalPgAgent,
     RecurrentCategoricalPgAgentBase,
     RecurrentGaussianPgAgent,
     RecurrentGaussianPgAgentBase,
-    VectorCategoricalMixin,
 )
 from ._pg_models import (
     AtariFfModel,
@@ -168,6 +167,7 @@ __all__ = [
     "MujocoLstmAgent",
     "MujocoLstmModel",
     "MujocoMixin",
+    "PgAgent",
     "PiMlpModel",
     "QofMuMlpModel",
     "R2d1Agent",

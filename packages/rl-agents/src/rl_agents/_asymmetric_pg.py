@@ -29,13 +29,13 @@ from rl_arrays import infer_leading_dims, namedarraytuple, restore_leading_dims,
 
 from ._inference import agent_inference_policy
 from ._model_components import MlpModel, RunningMeanStdModel
+from ._model_kwargs import action_size_of, n_actions
 from ._pg_agents import (
     CategoricalPgAgent,
     GaussianPgAgent,
+    PgAgent,
     RecurrentCategoricalPgAgent,
     RecurrentGaussianPgAgent,
-    action_size_of,
-    n_actions,
 )
 
 __all__ = [
@@ -368,9 +368,10 @@ class AsymmetricLstmModel(_AsymmetricModel):
 # ------------------------------------------------------------------------ agents
 
 
-def _part_shapes(env_spaces: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """The actor's and the critic's observation shapes, from an observation space whose
-    ``shape`` has fields ``actor`` and ``critic``."""
+def asymmetric_model_kwargs(env_spaces: Any) -> dict[str, Any]:
+    """Both observation shapes, from an observation space whose ``shape`` has fields
+    ``actor`` and ``critic``; ``action_size`` and ``policy``: categorical for a discrete
+    action space (with ``n``), else Gaussian."""
     space = env_spaces.observation
     shape = getattr(space, "shape", None)
     actor, critic = getattr(shape, "actor", None), getattr(shape, "critic", None)
@@ -380,72 +381,70 @@ def _part_shapes(env_spaces: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
             "has fields actor and critic (rl_samplers' Composite of an ActorCriticObservation: "
             f"a BatchEnv with a critic_observation_space), got {space!r}"
         )
-    return tuple(int(s) for s in actor), tuple(int(s) for s in critic)
+    categorical = hasattr(env_spaces.action, "n")
+    return dict(
+        actor_observation_shape=tuple(int(s) for s in actor),
+        critic_observation_shape=tuple(int(s) for s in critic),
+        action_size=n_actions(env_spaces) if categorical else action_size_of(env_spaces),
+        policy="categorical" if categorical else "gaussian",
+    )
 
 
-class _AsymmetricSpaces:
-    """Model kwargs from the spaces: both observation shapes, ``action_size`` and
-    ``policy``; the previous action goes to the model as it is (the recurrent model one-hot
-    encodes integer actions itself)."""
-
-    policy: str
-
-    def make_env_to_model_kwargs(self, env_spaces: Any) -> dict[str, Any]:
-        actor_shape, critic_shape = _part_shapes(env_spaces)
-        categorical = self.policy == "categorical"
-        return dict(
-            actor_observation_shape=actor_shape,
-            critic_observation_shape=critic_shape,
-            action_size=n_actions(env_spaces) if categorical else action_size_of(env_spaces),
-            policy=self.policy,
-        )
-
-    def _model_prev_action(self, prev_action: torch.Tensor) -> torch.Tensor:
-        return prev_action
-
-    def inference_policy(self, device: Any = "cpu") -> torch.nn.Module:
-        """The actor alone, on the actor's observation ``[B, ...]``: a frozen copy of its
-        normalisation statistics, torso (and LSTM) and head, acting as
-        ``deterministic_eval`` does (the critic is left out; see ``export_policy``)."""
-        rule = "softmax_argmax" if self.policy == "categorical" else "mean"
-        return agent_inference_policy(self, rule, device, actor_only=True)
+def actor_inference_policy(agent: PgAgent, device: Any = "cpu") -> torch.nn.Module:
+    """The actor alone, on the actor's observation ``[B, ...]``: a frozen copy of its
+    normalisation statistics, torso (and LSTM) and head, acting as ``deterministic_eval``
+    does (the critic is left out; see ``export_policy``). The asymmetric agents'
+    ``inference_policy``."""
+    rule = "softmax_argmax" if agent.policy == "categorical" else "mean"
+    return agent_inference_policy(agent, rule, device, actor_only=True)
 
 
-class AsymmetricCategoricalPgAgent(_AsymmetricSpaces, CategoricalPgAgent):
+class AsymmetricCategoricalPgAgent(CategoricalPgAgent):
     """``CategoricalPgAgent`` with an ``AsymmetricFfModel``: discrete actions chosen from
     ``observation.actor``, values from ``observation.critic``; has ``update_obs_rms`` when
-    the model normalises observations."""
+    the model normalises observations. The previous action goes to the model as integer
+    indexes (the LSTM model encodes them itself)."""
 
-    policy = "categorical"
+    inference_policy = actor_inference_policy
 
     def __init__(self, ModelCls: Any = AsymmetricFfModel, **kwargs: Any):
-        super().__init__(ModelCls=ModelCls, **kwargs)
+        super().__init__(
+            ModelCls,
+            env_to_model_kwargs=asymmetric_model_kwargs,
+            onehot_prev_action=False,
+            **kwargs,
+        )
 
 
-class AsymmetricRecurrentCategoricalPgAgent(_AsymmetricSpaces, RecurrentCategoricalPgAgent):
+class AsymmetricRecurrentCategoricalPgAgent(RecurrentCategoricalPgAgent):
     """``RecurrentCategoricalPgAgent`` with an ``AsymmetricLstmModel`` (separate actor and
     critic LSTMs; the recurrent state is an ``ActorCriticRnnState``)."""
 
-    policy = "categorical"
+    inference_policy = actor_inference_policy
 
     def __init__(self, ModelCls: Any = AsymmetricLstmModel, **kwargs: Any):
-        super().__init__(ModelCls=ModelCls, **kwargs)
+        super().__init__(
+            ModelCls,
+            env_to_model_kwargs=asymmetric_model_kwargs,
+            onehot_prev_action=False,
+            **kwargs,
+        )
 
 
-class AsymmetricGaussianPgAgent(_AsymmetricSpaces, GaussianPgAgent):
+class AsymmetricGaussianPgAgent(GaussianPgAgent):
     """``GaussianPgAgent`` with an ``AsymmetricFfModel``: continuous actions (a 1-D Box)
     from ``observation.actor``, values from ``observation.critic``."""
 
-    policy = "gaussian"
+    inference_policy = actor_inference_policy
 
     def __init__(self, ModelCls: Any = AsymmetricFfModel, **kwargs: Any):
-        super().__init__(ModelCls=ModelCls, **kwargs)
+        super().__init__(ModelCls, env_to_model_kwargs=asymmetric_model_kwargs, **kwargs)
 
 
-class AsymmetricRecurrentGaussianPgAgent(_AsymmetricSpaces, RecurrentGaussianPgAgent):
+class AsymmetricRecurrentGaussianPgAgent(RecurrentGaussianPgAgent):
     """``RecurrentGaussianPgAgent`` with an ``AsymmetricLstmModel``."""
 
-    policy = "gaussian"
+    inference_policy = actor_inference_policy
 
     def __init__(self, ModelCls: Any = AsymmetricLstmModel, **kwargs: Any):
-        super().__init__(ModelCls=ModelCls, **kwargs)
+        super().__init__(ModelCls, env_to_model_kwargs=asymmetric_model_kwargs, **kwargs)

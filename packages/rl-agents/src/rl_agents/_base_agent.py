@@ -1,17 +1,8 @@
-"""The agent lifecycle shared by every agent, and the recurrent-state mixins.
+"""The agent lifecycle shared by every agent (``BaseAgent``), and ``RnnStates``, the
+recurrent state a recurrent agent keeps for the sampler's environments between steps.
 
-An agent sits between the sampler and the algorithm: it builds its model from the
-environment's spaces, selects actions in the sampler (``step``), runs the model on training
-data for the algorithm (``__call__``), keeps recurrent state between sampler steps, owns the
-model's device, and moves parameters between processes:
-
-* synchronous parallel samplers: ``initialize(share_memory=True)`` puts the model on CPU
-  shared memory before the workers start, so workers always read the current parameters;
-  when training happens on a GPU, ``sync_shared_memory()`` copies them back into it;
-* asynchronous runners: the training process keeps the shared model (or a GPU copy of it,
-  ``to_device``) and publishes each update with ``send_shared_memory()``; the sampler's
-  process takes a model of its own (``async_cpu``) and copies in the newest parameters with
-  ``recv_shared_memory()``, both under a lock, with a shared counter of updates sent.
+Parameter sharing between processes (synchronous and asynchronous modes) is described in
+the package README.
 """
 
 from __future__ import annotations
@@ -19,13 +10,13 @@ from __future__ import annotations
 import abc
 import inspect
 import multiprocessing as mp
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
-from rl_arrays import buffer_func, buffer_to
+from rl_arrays import buffer_func, buffer_method, buffer_to
 
 from ._model_utils import set_training_mode, strip_ddp_state_dict
 
@@ -42,27 +33,32 @@ _NO_FORWARD_BUFFER_SYNC = (
 
 class BaseAgent(abc.ABC):
     """One model, built in ``initialize`` as ``ModelCls(**env_model_kwargs, **model_kwargs)``
-    where ``make_env_to_model_kwargs(env_spaces)`` supplies what depends on the environment
-    (image shape, number of actions ...); ``initial_model_state_dict`` is loaded into it.
+    where ``env_to_model_kwargs(env_spaces)`` (none: no such kwargs; a module-level function,
+    so that the agent pickles for worker processes) supplies what depends on the environment;
+    ``initial_model_state_dict`` is loaded into it.
 
-    Subclasses define ``__call__`` (training forward pass, with grad, outputs on
-    ``device``) and ``step`` (action selection for the sampler, outputs on
-    ``output_device``: the CPU, where most samplers write them, unless a sampler sets it;
-    ``BatchedSampler`` sets its environment's device, so a GPU batch never visits the host).
+    Subclasses define ``__call__`` (training forward pass, with grad, outputs on ``device``)
+    and ``step`` (actions for the sampler, outputs on ``output_device``: the CPU unless a
+    sampler sets it). A recurrent agent holds an ``RnnStates`` in ``rnn_states`` (see
+    ``keep_rnn_state``); ``reset``, ``reset_one``, ``reset_done`` and the modes act on it.
     """
 
     recurrent = False
     alternating = False
+    onehot_prev_action = False  # whether the model gets the previous action one-hot encoded
 
     def __init__(
         self,
         ModelCls: Any = None,
         model_kwargs: Mapping[str, Any] | None = None,
         initial_model_state_dict: Mapping[str, Any] | None = None,
+        env_to_model_kwargs: Callable[[Any], dict[str, Any]] | None = None,
     ):
         self.ModelCls = ModelCls
         self.model_kwargs = dict(model_kwargs or {})
         self.initial_model_state_dict = initial_model_state_dict
+        self.env_to_model_kwargs = env_to_model_kwargs
+        self.rnn_states: RnnStates | None = None
         self.model: Any = None
         self.shared_model: torch.nn.Module | None = None
         self.distribution: Any = None
@@ -81,8 +77,16 @@ class BaseAgent(abc.ABC):
     # -------------------------------------------------------------------- setup
 
     def make_env_to_model_kwargs(self, env_spaces: Any) -> dict[str, Any]:
-        """Model keyword arguments that depend on the environment (none here)."""
-        return {}
+        """Model keyword arguments that depend on the environment: ``env_to_model_kwargs``'s."""
+        if self.env_to_model_kwargs is None:
+            return {}
+        return self.env_to_model_kwargs(env_spaces)
+
+    def keep_rnn_state(self, alternating: bool = False) -> None:
+        """Make the agent recurrent: it keeps the sampler environments' state between steps
+        (``alternating``: one state per group of an alternating sampler)."""
+        self.recurrent, self.alternating = True, bool(alternating)
+        self.rnn_states = RnnStates(alternating)
 
     def initialize(
         self,
@@ -234,18 +238,21 @@ class BaseAgent(abc.ABC):
 
     def train_mode(self, itr: int) -> None:
         """Training: the model's ``train()`` mode (e.g. dropout on)."""
-        set_training_mode(self._require_model(), True)
-        self._mode = "train"
+        self._set_mode("train", training=True)
 
     def sample_mode(self, itr: int) -> None:
         """Collecting training samples."""
-        set_training_mode(self._require_model(), False)
-        self._mode = "sample"
+        self._set_mode("sample", training=False)
 
     def eval_mode(self, itr: int) -> None:
         """Evaluating the agent (agents may act differently, e.g. less exploration)."""
-        set_training_mode(self._require_model(), False)
-        self._mode = "eval"
+        self._set_mode("eval", training=False)
+
+    def _set_mode(self, mode: str, training: bool) -> None:
+        set_training_mode(self._require_model(), training)
+        if self.rnn_states is not None:
+            self.rnn_states.set_mode(mode)
+        self._mode = mode
 
     # ------------------------------------------------------------------ acting
 
@@ -258,15 +265,54 @@ class BaseAgent(abc.ABC):
         """Select actions for the sampler: an ``AgentStep(action, agent_info)`` on
         ``output_device``."""
 
-    def reset(self) -> None:  # noqa: B027 (a real no-op: feed-forward agents keep no state)
-        """Forget any per-episode state (feed-forward agents have none)."""
+    def _model_inputs(self, observation: Any, prev_action: Any, prev_reward: Any) -> tuple:
+        """The inputs on the agent's device, the previous action one-hot encoded when
+        ``onehot_prev_action``."""
+        self._require_model()
+        observation, prev_action, prev_reward = buffer_to(
+            (observation, prev_action, prev_reward), device=self.device
+        )
+        if self.onehot_prev_action:
+            prev_action = self.distribution.to_onehot(prev_action)
+        return observation, prev_action, prev_reward
 
-    def reset_one(self, idx: int) -> None:  # noqa: B027 (a real no-op, as reset)
-        """Forget the per-episode state of environment ``idx`` (none here)."""
+    def reset(self) -> None:
+        """Zero the recurrent state of every environment (feed-forward agents keep none)."""
+        if self.rnn_states is not None:
+            self.rnn_states.reset()
 
-    def reset_done(self, done: torch.Tensor) -> None:  # noqa: B027 (a real no-op, as reset)
-        """Forget the per-episode state of every environment where ``done`` [B] is True, on
-        ``done``'s device, without reading it on the host (none here)."""
+    def reset_one(self, idx: int) -> None:
+        """Zero the recurrent state of environment ``idx`` (e.g. after its episode ended)."""
+        if self.rnn_states is not None:
+            self.rnn_states.reset_one(idx)
+
+    def reset_done(self, done: torch.Tensor) -> None:
+        """Zero the recurrent state of every environment where ``done`` [B] is True, on
+        ``done``'s device, without reading it on the host."""
+        if self.rnn_states is not None:
+            self.rnn_states.reset_done(done)
+
+    @property
+    def prev_rnn_state(self) -> Any:
+        """The recurrent state the next ``step`` starts from (None: zeros, or not recurrent)."""
+        return None if self.rnn_states is None else self.rnn_states.current
+
+    def advance_rnn_state(self, new_rnn_state: Any) -> None:
+        """Take the state computed by this step as the start of the next one."""
+        if self.rnn_states is None:
+            raise RuntimeError(f"{type(self).__name__} is not recurrent: it keeps no rnn state")
+        self.rnn_states.advance(new_rnn_state)
+
+    def _step_rnn_state(self, prev_rnn_state: Any, rnn_state: Any, unbatched: bool) -> Any:
+        """Advance to ``rnn_state``; returns ``prev_rnn_state`` as the sampler stores it:
+        batch-first [B, N, H] (zeros for None; [N, H] for ``unbatched`` inputs)."""
+        if prev_rnn_state is None:
+            prev_rnn_state = buffer_func(rnn_state, torch.zeros_like)
+        stored = buffer_method(prev_rnn_state, "transpose", 0, 1)
+        if unbatched:
+            stored = buffer_method(stored, "squeeze", 0)
+        self.advance_rnn_state(rnn_state)
+        return stored
 
     def inference_policy(self, device: Any = "cpu") -> torch.nn.Module:
         """A standalone copy of the deterministic policy, for deployment and
@@ -317,134 +363,61 @@ def _batch_size(rnn_state: Any) -> int:
     return int(tuple.__getitem__(rnn_state, 0).shape[1])
 
 
-class RecurrentAgentMixin:
-    """Keeps the recurrent state of the sampler's environments between ``step`` calls, so
-    the sampler need not know about it. Use as ``class MyAgent(RecurrentAgentMixin,
-    MyAgentBase)``.
+class RnnStates:
+    """The recurrent state of the sampler's environments, kept between ``step`` calls so the
+    sampler need not know about it: [N, B, H] layout (B: environment), None meaning zeros.
 
-    The state is in torch's [N, B, H] layout (B = environment index); None means zeros.
-    Leaving sample mode (for training or evaluation) sets it aside and starts from None;
-    coming back to sample mode restores it, so the sampler's environments continue
-    where they were.
+    Leaving sample mode sets it aside and starts from None; coming back to sample mode
+    restores it. With ``alternating`` (samplers whose two groups of environments take turns)
+    it keeps one state per group and ``advance`` passes the turn to the other group, except
+    in eval mode, where one state serves the batch given each step.
     """
 
-    recurrent = True
-    _mode: str | None
-
-    def __init__(self, *args: Any, **kwargs: Any):
-        super().__init__(*args, **kwargs)
-        self._prev_rnn_state: Any = None
-        self._sample_rnn_state: Any = None
-
-    @property
-    def prev_rnn_state(self) -> Any:
-        """The state the next ``step`` starts from (None: zeros)."""
-        return self._prev_rnn_state
-
-    def reset(self) -> None:
-        """Zero the state of every environment."""
-        self._prev_rnn_state = None
-
-    def reset_one(self, idx: int) -> None:
-        """Zero the state of environment ``idx`` (e.g. after its episode ended)."""
-        if self._prev_rnn_state is not None:
-            self._prev_rnn_state[:, idx] = 0
-
-    def reset_done(self, done: torch.Tensor) -> None:
-        """Zero the state of the environments where ``done`` [B] is True: a masked fill on
-        the state's device, so a batched sampler on a GPU never waits for the host."""
-        if self._prev_rnn_state is not None:
-            keep = ~done.to(torch.bool).view(1, -1, 1)
-            self._prev_rnn_state = buffer_func(self._prev_rnn_state, lambda x: x * keep)
-
-    def advance_rnn_state(self, new_rnn_state: Any) -> None:
-        """Take the state computed by this step as the start of the next one."""
-        self._prev_rnn_state = new_rnn_state
-
-    def _rnn_state_for_value(self, batch_size: int) -> Any:
-        return self._prev_rnn_state
-
-    def train_mode(self, itr: int) -> None:
-        self._leave_sample_mode()
-        super().train_mode(itr)  # type: ignore[misc]
-
-    def sample_mode(self, itr: int) -> None:
-        if self._mode != "sample":
-            self._prev_rnn_state = self._sample_rnn_state
-        super().sample_mode(itr)  # type: ignore[misc]
-
-    def eval_mode(self, itr: int) -> None:
-        self._leave_sample_mode()
-        super().eval_mode(itr)  # type: ignore[misc]
-
-    def _leave_sample_mode(self) -> None:
-        if self._mode == "sample":
-            self._sample_rnn_state = self._prev_rnn_state
-        self._prev_rnn_state = None
-
-
-class AlternatingRecurrentAgentMixin:
-    """For alternating samplers, where the environments are split in two groups that take
-    turns stepping: keeps one recurrent state per group and switches to the other group's
-    state after each ``step`` (``advance_rnn_state``). Otherwise like
-    ``RecurrentAgentMixin``; use in its place.
-
-    * ``reset_one(idx)`` takes ``idx`` over all the sampler's environments, the group that
-      steps first (after ``reset``) numbered first.
-    * ``value`` on all environments at once (e.g. the bootstrap value after a batch) uses
-      both groups' states side by side; on one group's environments, that group's state.
-    * In eval mode the agent does not alternate: it keeps one state for the batch it is
-      given each step (the samplers evaluate all their evaluation environments together).
-    """
-
-    recurrent = True
-    alternating = True
-    _mode: str | None
-
-    def __init__(self, *args: Any, **kwargs: Any):
-        super().__init__(*args, **kwargs)
-        self._rnn_pair: list[Any] = [None, None]
-        self._alt = 0
-        self._sample_rnn_pair: tuple[list[Any], int] = ([None, None], 0)
+    def __init__(self, alternating: bool = False):
+        self.alternating = bool(alternating)
+        self.turn = 0  # the group whose state the next step starts from
+        self._states: list[Any] = [None, None]  # the second only used when alternating
+        self._saved: tuple[list[Any], int] = ([None, None], 0)
+        self._mode: str | None = None
 
     @property
     def _alternates(self) -> bool:
-        return self._mode != "eval"
+        return self.alternating and self._mode != "eval"
 
     @property
-    def prev_rnn_state(self) -> Any:
-        """The state the next ``step`` starts from: that of the group whose turn it is."""
-        return self._rnn_pair[self._alt]
+    def current(self) -> Any:
+        return self._states[self.turn]
 
     def reset(self) -> None:
-        self._rnn_pair = [None, None]
-        self._alt = 0
+        self._states, self.turn = [None, None], 0
 
-    def reset_done(self, done: torch.Tensor) -> None:
-        """(Alternating samplers step on the CPU: one environment at a time is fine.)"""
-        for idx in torch.nonzero(done).flatten().tolist():
-            self.reset_one(idx)
+    def advance(self, new_rnn_state: Any) -> None:
+        self._states[self.turn] = new_rnn_state
+        if self._alternates:
+            self.turn ^= 1
 
     def reset_one(self, idx: int) -> None:
-        first, second = self._rnn_pair
+        """``idx`` over all environments, the group that steps first numbered first."""
+        first, second = self._states
         if first is None:
             return
-        if not self._alternates:
-            first[:, idx] = 0
-            return
-        first_B = _batch_size(first)
-        if idx < first_B:
+        if not self._alternates or idx < _batch_size(first):
             first[:, idx] = 0
         elif second is not None:
-            second[:, idx - first_B] = 0
+            second[:, idx - _batch_size(first)] = 0
 
-    def advance_rnn_state(self, new_rnn_state: Any) -> None:
-        self._rnn_pair[self._alt] = new_rnn_state
-        if self._alternates:
-            self._alt ^= 1
+    def reset_done(self, done: torch.Tensor) -> None:
+        if self.alternating:  # alternating samplers step on the CPU: one at a time is fine
+            for idx in torch.nonzero(done).flatten().tolist():
+                self.reset_one(idx)
+        elif self._states[0] is not None:  # a masked fill: no host read
+            keep = ~done.to(torch.bool).view(1, -1, 1)
+            self._states[0] = buffer_func(self._states[0], lambda x: x * keep)
 
-    def _rnn_state_for_value(self, batch_size: int) -> Any:
-        first, second = self._rnn_pair
+    def for_value(self, batch_size: int) -> Any:
+        """The state for ``value`` on ``batch_size`` environments: both groups' side by side
+        when they add up to it, else the current one."""
+        first, second = self._states
         if (
             self._alternates
             and first is not None
@@ -453,24 +426,39 @@ class AlternatingRecurrentAgentMixin:
         ):
             both = [torch.cat([a, b], dim=1) for a, b in zip(first, second, strict=True)]
             return first._make(both) if hasattr(first, "_make") else tuple(both)
-        return self.prev_rnn_state
+        return self.current
 
-    def train_mode(self, itr: int) -> None:
-        self._leave_sample_mode()
-        super().train_mode(itr)  # type: ignore[misc]
+    def set_mode(self, mode: str) -> None:
+        if mode == "sample":
+            if self._mode != "sample":
+                states, self.turn = self._saved
+                self._states = list(states)
+        else:
+            if self._mode == "sample":
+                self._saved = (self._states, self.turn)
+            self.reset()
+        self._mode = mode
 
-    def sample_mode(self, itr: int) -> None:
-        if self._mode != "sample":
-            pair, self._alt = self._sample_rnn_pair
-            self._rnn_pair = list(pair)
-        super().sample_mode(itr)  # type: ignore[misc]
 
-    def eval_mode(self, itr: int) -> None:
-        self._leave_sample_mode()
-        super().eval_mode(itr)  # type: ignore[misc]
+class RecurrentAgentMixin:
+    """rlpyt's mixin, for agents of one's own: ``class MyAgent(RecurrentAgentMixin,
+    MyAgentBase)`` keeps one recurrent state (``BaseAgent.keep_rnn_state``). The agents
+    here take ``recurrent=True`` instead."""
 
-    def _leave_sample_mode(self) -> None:
-        if self._mode == "sample":
-            self._sample_rnn_pair = (self._rnn_pair, self._alt)
-        self._rnn_pair = [None, None]
-        self._alt = 0
+    recurrent = True
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.keep_rnn_state()  # type: ignore[attr-defined]
+
+
+class AlternatingRecurrentAgentMixin:
+    """rlpyt's mixin for alternating samplers, used as ``RecurrentAgentMixin``: one state per
+    group of environments. The agents here take ``alternating=True`` instead."""
+
+    recurrent = True
+    alternating = True
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.keep_rnn_state(alternating=True)  # type: ignore[attr-defined]

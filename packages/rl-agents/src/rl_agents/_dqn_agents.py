@@ -1,34 +1,21 @@
-"""Q-learning agents: DQN, categorical (distributional) DQN and recurrent R2D1, with an
-epsilon-greedy exploration schedule and a target network.
-
-Interface for the algorithms (all outputs on the agent's device, inputs moved there):
-
-* ``DqnAgent``: ``agent(o, a, r) -> q [..., A]`` (grad), ``agent.target(o, a, r) -> q``
-  (no grad), ``update_target(tau)``, ``set_epsilon_itr_min_max(itr_min, itr_max)``;
-* ``CatDqnAgent``: as DqnAgent but ``agent(...)`` / ``target(...)`` return probabilities
-  ``p [..., A, n_atoms]``; ``give_V_min_max(V_min, V_max)`` sets the atoms
-  ``z = linspace(V_min, V_max, n_atoms)``;
-* ``R2d1Agent``: ``agent(o, a, r, init_rnn_state) -> (q, next_rnn_state)`` and the same from
-  ``target``, states in [num_layers, B, H] layout.
-
-``step`` returns ``AgentStep(action, agent_info)`` on ``output_device`` (the CPU unless a
-sampler sets it), as the policy-gradient agents do;
-``prev_action`` is given as integer actions.
+"""Q-learning agents: DQN, categorical (distributional) DQN and recurrent R2D1, each with an
+epsilon-greedy exploration schedule and a target network, and rlpyt's names for their Atari
+and vector-observation settings. The interface the algorithms call is in the package README.
 """
 
 from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
-from rl_arrays import AgentStep, buffer_func, buffer_method, buffer_to, namedarraytuple
+from rl_arrays import AgentStep, buffer_to, namedarraytuple
 
-from ._base_agent import BaseAgent, RecurrentAgentMixin
+from ._base_agent import BaseAgent
 from ._distributions import CategoricalEpsilonGreedy, EpsilonGreedy
 from ._dqn_models import (
     AtariCatDqnModel,
@@ -39,8 +26,8 @@ from ._dqn_models import (
     R2d1MlpModel,
 )
 from ._inference import agent_inference_policy
+from ._model_kwargs import atari_model_kwargs, vector_model_kwargs
 from ._model_utils import polyak_update, strip_ddp_state_dict
-from ._pg_agents import AtariMixin, VectorCategoricalMixin
 
 __all__ = [
     "AgentInfoCatDqn",
@@ -96,36 +83,50 @@ def _check_itrs(itr_min: Any, itr_max: Any) -> tuple[int, int]:
     return low, high
 
 
-class EpsilonGreedyAgentMixin:
-    """Epsilon-greedy exploration for agents whose ``distribution`` is an ``EpsilonGreedy``.
+def _discrete_actions(agent: Any, env_spaces: Any) -> int:
+    action = getattr(env_spaces, "action", None)
+    n = getattr(action, "n", None)
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(
+            f"{type(agent).__name__} chooses among discrete actions and needs an action space "
+            f"with an int attribute n >= 1; got env_spaces.action={action!r} (a "
+            f"{type(action).__name__}: continuous actions need a policy-gradient or "
+            "Q-policy-gradient agent)"
+        )
+    return n
 
-    Sampling epsilon is ``eps_init`` until iteration ``eps_itr_min``, then falls linearly to
-    ``eps_final`` at ``eps_itr_max`` and stays there (the algorithm sets the two iterations
-    with ``set_epsilon_itr_min_max``). With ``eps_final_min`` every sampler environment gets
-    its own final epsilon, log-spaced from ``eps_final_min`` to ``eps_final`` over all
-    ``global_B`` environments (Ape-X style). Evaluation uses ``eps_eval``.
 
-    The two iterations live in one int64 tensor, put in shared memory by
-    ``initialize(share_memory=True)``, so parallel sampler workers see the algorithm's
-    setting made after they started; they are part of ``state_dict`` (a resumed run goes on
-    with the same schedule).
+class DqnAgent(BaseAgent):
+    """Q-values from ``ModelCls(observation, prev_action, prev_reward) -> q [..., A]``
+    (prev_action one-hot unless ``onehot_prev_action=False``), a target network (a copy
+    without grad, refreshed by ``update_target``) and epsilon-greedy actions.
+
+    Sampling epsilon: ``eps_init`` until iteration ``eps_itr_min``, then linear to
+    ``eps_final`` at ``eps_itr_max`` (``set_epsilon_itr_min_max``); ``eps_eval`` in eval
+    mode. With ``eps_final_min`` each sampler environment gets its own final epsilon,
+    log-spaced from ``eps_final_min`` to ``eps_final`` over all ``global_B`` of them.
+    ``state_dict()`` is ``{"model", "target", "epsilon"}`` (the schedule's iterations);
+    ``initial_model_state_dict`` is the model's own state dict (the target starts as a copy).
     """
-
-    distribution: Any
-    alternating: bool
 
     def __init__(
         self,
-        *args: Any,
+        ModelCls: Any = None,
+        model_kwargs: Mapping[str, Any] | None = None,
+        initial_model_state_dict: Mapping[str, Any] | None = None,
+        *,
         eps_init: float = 1,
         eps_final: float = 0.01,
         eps_final_min: float | None = None,
         eps_itr_min: int = 50,
         eps_itr_max: int = 1000,
         eps_eval: float = 0.001,
-        **kwargs: Any,
+        env_to_model_kwargs: Callable[[Any], dict[str, Any]] | None = None,
+        onehot_prev_action: bool = True,
     ):
-        super().__init__(*args, **kwargs)
+        super().__init__(ModelCls, model_kwargs, initial_model_state_dict, env_to_model_kwargs)
+        self.onehot_prev_action = bool(onehot_prev_action)
+        self.target_model: Any = None
         self.eps_init = _probability("eps_init", eps_init)
         self.eps_final = _probability("eps_final", eps_final)
         self.eps_eval = _probability("eps_eval", eps_eval)
@@ -134,10 +135,30 @@ class EpsilonGreedyAgentMixin:
             if eps_final_min <= 0:
                 raise ValueError(f"eps_final_min must be > 0 (log-spaced), got {eps_final_min}")
         self.eps_final_min = eps_final_min
+        # Shared by initialize(share_memory=True): workers see the algorithm's later setting.
         self._eps_itr_min_max = torch.tensor(_check_itrs(eps_itr_min, eps_itr_max))
         self._eps_init_values: Any = self.eps_init
         self._eps_final_values: Any = self.eps_final
         self.eps_sample: Any = self.eps_init
+
+    def initialize(
+        self, env_spaces: Any, share_memory: bool = False, global_B: int = 1, env_ranks: Any = None
+    ) -> None:
+        """Build the model and its target; per-environment epsilons when configured."""
+        n = _discrete_actions(self, env_spaces)
+        super().initialize(env_spaces, share_memory, global_B=global_B, env_ranks=env_ranks)
+        self.target_model = self._make_model()
+        self.target_model.load_state_dict(self.model.state_dict())
+        self.target_model.requires_grad_(False)
+        if share_memory:
+            self._eps_itr_min_max.share_memory_()
+        self.distribution = self._make_distribution(n)
+        self.make_vec_eps(global_B, env_ranks)
+
+    def _make_distribution(self, n: int) -> EpsilonGreedy:
+        return EpsilonGreedy(dim=n, epsilon=self.eps_init)
+
+    # ---------------------------------------------------------------- epsilon
 
     @property
     def eps_itr_min(self) -> int:
@@ -160,7 +181,7 @@ class EpsilonGreedyAgentMixin:
             self._eps_init_values, self._eps_final_values = self.eps_init, self.eps_final
             return
         ranks = list(range(global_B)) if env_ranks is None else [int(r) for r in env_ranks]
-        if getattr(self, "alternating", False):
+        if self.alternating:
             if global_B % 2:
                 raise ValueError(f"alternating agents need an even global_B, got {global_B}")
             global_B, ranks = global_B // 2, ranks[: len(ranks) // 2]
@@ -198,85 +219,16 @@ class EpsilonGreedyAgentMixin:
         return progress * self._eps_final_values + (1 - progress) * self._eps_init_values
 
     def sample_mode(self, itr: int) -> None:
-        super().sample_mode(itr)  # type: ignore[misc]
+        super().sample_mode(itr)
         self.eps_sample = self.sample_epsilon(itr)
         self.distribution.set_epsilon(self.eps_sample)
 
     def eval_mode(self, itr: int) -> None:
         """Evaluation epsilon ``eps_eval`` (at every iteration, the first included)."""
-        super().eval_mode(itr)  # type: ignore[misc]
+        super().eval_mode(itr)
         self.distribution.set_epsilon(self.eps_eval)
 
-    def _epsilon_state_dict(self) -> dict[str, int]:
-        return {"itr_min": self.eps_itr_min, "itr_max": self.eps_itr_max}
-
-    def _load_epsilon_state_dict(self, state: Mapping[str, Any]) -> None:
-        self.set_epsilon_itr_min_max(int(state["itr_min"]), int(state["itr_max"]))
-
-
-def _discrete_actions(agent: Any, env_spaces: Any) -> int:
-    action = getattr(env_spaces, "action", None)
-    n = getattr(action, "n", None)
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(
-            f"{type(agent).__name__} chooses among discrete actions and needs an action space "
-            f"with an int attribute n >= 1; got env_spaces.action={action!r} (a "
-            f"{type(action).__name__}: continuous actions need a policy-gradient or "
-            "Q-policy-gradient agent)"
-        )
-    return n
-
-
-class DqnAgent(EpsilonGreedyAgentMixin, BaseAgent):
-    """Q-values from ``ModelCls(observation, prev_action one-hot, prev_reward) -> q
-    [..., A]``, a target network (a copy without grad, refreshed by ``update_target``) and
-    epsilon-greedy actions. Eps keyword arguments as in ``EpsilonGreedyAgentMixin``.
-
-    ``state_dict()`` is ``{"model", "target", "epsilon"}`` (the schedule's iterations);
-    ``initial_model_state_dict`` is the model's own state dict (the target starts as a copy).
-    """
-
-    def __init__(
-        self,
-        ModelCls: Any = None,
-        model_kwargs: Mapping[str, Any] | None = None,
-        initial_model_state_dict: Mapping[str, Any] | None = None,
-        **kwargs: Any,
-    ):
-        super().__init__(
-            ModelCls=ModelCls,
-            model_kwargs=model_kwargs,
-            initial_model_state_dict=initial_model_state_dict,
-            **kwargs,
-        )
-        self.target_model: Any = None
-
-    def initialize(
-        self, env_spaces: Any, share_memory: bool = False, global_B: int = 1, env_ranks: Any = None
-    ) -> None:
-        """Build the model and its target; per-environment epsilons when configured."""
-        n = _discrete_actions(self, env_spaces)
-        super().initialize(env_spaces, share_memory, global_B=global_B, env_ranks=env_ranks)
-        self.target_model = self._make_model()
-        self.target_model.load_state_dict(self.model.state_dict())
-        self.target_model.requires_grad_(False)
-        if share_memory:
-            self._eps_itr_min_max.share_memory_()
-        self.distribution = self._make_distribution(n)
-        self.make_vec_eps(global_B, env_ranks)
-
-    def _make_distribution(self, n: int) -> EpsilonGreedy:
-        return EpsilonGreedy(dim=n, epsilon=self.eps_init)
-
-    def _model_prev_action(self, prev_action: torch.Tensor) -> torch.Tensor:
-        return self.distribution.to_onehot(prev_action)
-
-    def _model_inputs(self, observation: Any, prev_action: Any, prev_reward: Any) -> tuple:
-        self._require_model()
-        observation, prev_action, prev_reward = buffer_to(
-            (observation, prev_action, prev_reward), device=self.device
-        )
-        return observation, self._model_prev_action(prev_action), prev_reward
+    # ---------------------------------------------------------------- acting
 
     def _require_target(self) -> torch.nn.Module:
         if self.target_model is None:
@@ -333,7 +285,7 @@ class DqnAgent(EpsilonGreedyAgentMixin, BaseAgent):
         return {
             "model": self._plain_model().state_dict(),
             "target": self._require_target().state_dict(),
-            "epsilon": self._epsilon_state_dict(),
+            "epsilon": {"itr_min": self.eps_itr_min, "itr_max": self.eps_itr_max},
         }
 
     def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
@@ -347,7 +299,8 @@ class DqnAgent(EpsilonGreedyAgentMixin, BaseAgent):
         target = model if target is None else strip_ddp_state_dict(target)
         self._require_target().load_state_dict(target)
         if "epsilon" in state_dict:
-            self._load_epsilon_state_dict(state_dict["epsilon"])
+            epsilon = state_dict["epsilon"]
+            self.set_epsilon_itr_min_max(int(epsilon["itr_min"]), int(epsilon["itr_max"]))
 
 
 class CatDqnAgent(DqnAgent):
@@ -398,12 +351,16 @@ class CatDqnAgent(DqnAgent):
         return AgentInfoCatDqn(p=q)
 
 
-class R2d1AgentBase(DqnAgent):
-    """Recurrent DQN without the state keeping (add a recurrent mixin): the model maps
-    ``(observation, prev_action one-hot, prev_reward, init_rnn_state)`` to
-    ``(q, next_rnn_state)``."""
+class R2d1Agent(DqnAgent):
+    """Recurrent DQN (R2D1): the model maps ``(observation, prev_action, prev_reward,
+    init_rnn_state)`` to ``(q, next_rnn_state)``; the agent keeps the sampler environments'
+    state between steps."""
 
     recurrent = True
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.keep_rnn_state()
 
     def _recurrent_inputs(self, args: tuple, init_rnn_state: Any) -> tuple:
         inputs = self._model_inputs(*args)
@@ -434,63 +391,64 @@ class R2d1AgentBase(DqnAgent):
         AgentInfoR2d1(q, prev_rnn_state))`` on ``output_device``, prev_rnn_state batch-first
         [B, N, H] (zeros after a reset; [N, H] for inputs without leading dims)."""
         inputs = self._model_inputs(observation, prev_action, prev_reward)
-        prev_rnn_state = self.prev_rnn_state  # type: ignore[attr-defined]
+        prev_rnn_state = self.prev_rnn_state
         q, rnn_state = self.model(*inputs, prev_rnn_state)
         action = self.distribution.sample(q)
-        if prev_rnn_state is None:
-            prev_rnn_state = buffer_func(rnn_state, torch.zeros_like)
-        stored = buffer_method(prev_rnn_state, "transpose", 0, 1)
-        if inputs[2].ndim == 0:  # no leading dims: one environment's [N, H]
-            stored = buffer_method(stored, "squeeze", 0)
+        stored = self._step_rnn_state(prev_rnn_state, rnn_state, inputs[2].ndim == 0)
         agent_info = AgentInfoR2d1(q=q, prev_rnn_state=stored)
-        agent_step = buffer_to(
-            AgentStep(action=action, agent_info=agent_info), device=self.output_device
-        )
-        self.advance_rnn_state(rnn_state)  # type: ignore[attr-defined]
-        return agent_step
+        return buffer_to(AgentStep(action=action, agent_info=agent_info), self.output_device)
 
 
-class R2d1Agent(RecurrentAgentMixin, R2d1AgentBase):
-    """R2D1 agent (one recurrent state for all sampler environments)."""
+# rlpyt's names: the epsilon-greedy mixin is part of DqnAgent, and rlpyt's R2D1 agent
+# "without the state keeping" is R2d1Agent, which keeps its state.
+EpsilonGreedyAgentMixin = DqnAgent
+R2d1AgentBase = R2d1Agent
 
 
-class AtariDqnAgent(AtariMixin, DqnAgent):
-    """``DqnAgent`` with an ``AtariDqnModel``."""
+class AtariDqnAgent(DqnAgent):
+    """``DqnAgent`` with an ``AtariDqnModel`` (kwargs: ``atari_model_kwargs``)."""
 
     def __init__(self, ModelCls: Any = AtariDqnModel, **kwargs: Any):
-        super().__init__(ModelCls=ModelCls, **kwargs)
+        super().__init__(ModelCls, env_to_model_kwargs=atari_model_kwargs, **kwargs)
 
 
-class AtariCatDqnAgent(AtariMixin, CatDqnAgent):
+class AtariCatDqnAgent(CatDqnAgent):
     """``CatDqnAgent`` with an ``AtariCatDqnModel``."""
 
     def __init__(self, ModelCls: Any = AtariCatDqnModel, **kwargs: Any):
-        super().__init__(ModelCls=ModelCls, **kwargs)
+        super().__init__(ModelCls, env_to_model_kwargs=atari_model_kwargs, **kwargs)
 
 
-class AtariR2d1Agent(AtariMixin, R2d1Agent):
+class AtariR2d1Agent(R2d1Agent):
     """``R2d1Agent`` with an ``AtariR2d1Model``."""
 
     def __init__(self, ModelCls: Any = AtariR2d1Model, **kwargs: Any):
-        super().__init__(ModelCls=ModelCls, **kwargs)
+        super().__init__(ModelCls, env_to_model_kwargs=atari_model_kwargs, **kwargs)
 
 
-class VectorDqnAgent(VectorCategoricalMixin, DqnAgent):
-    """``DqnAgent`` with a ``DqnMlpModel``: vector observations, discrete actions."""
+class VectorDqnAgent(DqnAgent):
+    """``DqnAgent`` with a ``DqnMlpModel`` (kwargs: ``vector_model_kwargs``; the previous
+    action goes to the model as integer indexes)."""
 
     def __init__(self, ModelCls: Any = DqnMlpModel, **kwargs: Any):
-        super().__init__(ModelCls=ModelCls, **kwargs)
+        super().__init__(
+            ModelCls, env_to_model_kwargs=vector_model_kwargs, onehot_prev_action=False, **kwargs
+        )
 
 
-class VectorCatDqnAgent(VectorCategoricalMixin, CatDqnAgent):
-    """``CatDqnAgent`` with a ``CatDqnMlpModel``."""
+class VectorCatDqnAgent(CatDqnAgent):
+    """``CatDqnAgent`` with a ``CatDqnMlpModel``, as ``VectorDqnAgent``."""
 
     def __init__(self, ModelCls: Any = CatDqnMlpModel, **kwargs: Any):
-        super().__init__(ModelCls=ModelCls, **kwargs)
+        super().__init__(
+            ModelCls, env_to_model_kwargs=vector_model_kwargs, onehot_prev_action=False, **kwargs
+        )
 
 
-class VectorR2d1Agent(VectorCategoricalMixin, R2d1Agent):
-    """``R2d1Agent`` with an ``R2d1MlpModel``."""
+class VectorR2d1Agent(R2d1Agent):
+    """``R2d1Agent`` with an ``R2d1MlpModel``, as ``VectorDqnAgent``."""
 
     def __init__(self, ModelCls: Any = R2d1MlpModel, **kwargs: Any):
-        super().__init__(ModelCls=ModelCls, **kwargs)
+        super().__init__(
+            ModelCls, env_to_model_kwargs=vector_model_kwargs, onehot_prev_action=False, **kwargs
+        )

@@ -474,17 +474,12 @@ def _observation_spec(space: Any, actor_part: bool) -> tuple[tuple[int, ...], to
 def _action_spec(agent: Any) -> tuple[tuple[int, ...], torch.dtype, int]:
     """(shape, dtype, one-hot size or 0) of one environment's action as the policy keeps
     it; the one-hot size is the number of actions when the agent hands its model one-hot
-    previous actions (found by asking the agent to encode one)."""
+    previous actions (``onehot_prev_action``)."""
     space = agent.env_spaces.action
     n = getattr(space, "n", None)
     if n is None:
         return (int(space.shape[0]),), torch.float32, 0
-    encode = getattr(agent, "_model_prev_action", None)
-    onehot = 0
-    if encode is not None:
-        probe = torch.zeros(1, dtype=torch.int64, device=agent.device)
-        onehot = int(n) if encode(probe).ndim == 2 else 0
-    return (), torch.int64, onehot
+    return (), torch.int64, int(n) if getattr(agent, "onehot_prev_action", False) else 0
 
 
 def _require_initialized(agent: Any) -> torch.nn.Module:

@@ -1,28 +1,25 @@
-"""Policy-gradient agents: a model with a policy head (categorical or Gaussian) and a value
-head, feed-forward or recurrent.
-
-The classes combine three independent choices, as rlpyt does:
-
-* the action distribution (``_CategoricalPolicy``: probabilities, ``Categorical``;
-  ``_GaussianPolicy``: mean and log_std, ``Gaussian``);
-* feed-forward or recurrent acting (``_FeedForwardPg``, ``_RecurrentPg``; recurrent agents
-  also take ``RecurrentAgentMixin`` or ``AlternatingRecurrentAgentMixin`` for the state);
-* which model and environment kwargs (``AtariMixin``, ``MujocoMixin``,
-  ``VectorCategoricalMixin``).
-"""
+"""Policy-gradient agents: ``PgAgent``, a model with a policy head (categorical or Gaussian)
+and a value head, feed-forward or recurrent, and rlpyt's names for its usual settings."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
 
-from rl_arrays import AgentStep, buffer_func, buffer_method, buffer_to, namedarraytuple
+from rl_arrays import AgentStep, buffer_to, namedarraytuple
 
-from ._base_agent import AlternatingRecurrentAgentMixin, BaseAgent, RecurrentAgentMixin
+from ._base_agent import BaseAgent
 from ._distributions import Categorical, DistInfo, DistInfoStd, Gaussian
 from ._inference import agent_inference_policy
+from ._model_kwargs import (
+    action_size_of,
+    atari_model_kwargs,
+    mujoco_model_kwargs,
+    n_actions,
+    vector_model_kwargs,
+)
 from ._pg_models import (
     AtariFfModel,
     AtariLstmModel,
@@ -41,19 +38,17 @@ __all__ = [
     "AlternatingRecurrentGaussianPgAgent",
     "AtariFfAgent",
     "AtariLstmAgent",
-    "AtariMixin",
     "CategoricalFfAgent",
     "CategoricalLstmAgent",
     "CategoricalPgAgent",
     "GaussianPgAgent",
     "MujocoFfAgent",
     "MujocoLstmAgent",
-    "MujocoMixin",
+    "PgAgent",
     "RecurrentCategoricalPgAgent",
     "RecurrentCategoricalPgAgentBase",
     "RecurrentGaussianPgAgent",
     "RecurrentGaussianPgAgentBase",
-    "VectorCategoricalMixin",
 ]
 
 AgentInfo = namedarraytuple("AgentInfo", ["dist_info", "value"])
@@ -65,103 +60,20 @@ AgentInfoRnn.__doc__ = (
     "batch-first ([B, num_layers, H] per step)."
 )
 
-
-def _shape(space: Any, name: str) -> tuple[int, ...]:
-    shape = getattr(space, "shape", None)
-    if shape is None:
-        raise ValueError(f"env_spaces.{name} must have a shape, got {space!r}")
-    return tuple(int(s) for s in shape)
+_POLICIES = ("categorical", "gaussian")
 
 
-def n_actions(env_spaces: Any) -> int:
-    n = getattr(env_spaces.action, "n", None)
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(
-            "a categorical agent needs a discrete action space with an int attribute n >= 1, "
-            f"got env_spaces.action={env_spaces.action!r}"
-        )
-    return n
+class PgAgent(BaseAgent):
+    """A policy-gradient agent. ``policy="categorical"``: the model maps ``(observation,
+    prev_action, prev_reward)`` to ``(pi, value)``, pi the probabilities of the
+    ``env_spaces.action.n`` actions (prev_action one-hot unless ``onehot_prev_action=False``);
+    ``"gaussian"``: to ``(mu, log_std, value)`` over a 1-D Box, actions sampled in the
+    model's units, neither clipped nor rescaled (as in rlpyt).
 
-
-def action_size_of(env_spaces: Any) -> int:
-    shape = getattr(env_spaces.action, "shape", None)
-    if shape is None or len(shape) != 1:
-        raise ValueError(
-            "a Gaussian agent needs a continuous action space with a 1-D shape, got "
-            f"env_spaces.action={env_spaces.action!r} with shape {shape}"
-        )
-    return int(shape[0])
-
-
-# ------------------------------------------------------------------ distributions
-
-
-class _CategoricalPolicy(BaseAgent):
-    """Discrete actions: the model outputs ``(pi, value[, rnn_state])`` with ``pi`` the
-    action probabilities, and takes the previous action one-hot encoded."""
-
-    def initialize(
-        self, env_spaces: Any, share_memory: bool = False, global_B: int = 1, env_ranks: Any = None
-    ) -> None:
-        n = n_actions(env_spaces)
-        super().initialize(env_spaces, share_memory, global_B=global_B, env_ranks=env_ranks)
-        self.distribution = Categorical(dim=n)
-
-    def _model_prev_action(self, prev_action: torch.Tensor) -> torch.Tensor:
-        return self.distribution.to_onehot(prev_action)
-
-    def _dist_info_value(self, outputs: Any) -> tuple[Any, torch.Tensor]:
-        pi, value = outputs
-        return DistInfo(prob=pi), value
-
-    def _greedy_action(self, dist_info: Any) -> torch.Tensor:
-        return torch.argmax(dist_info.prob, dim=-1)
-
-    def _inference_rule(self) -> str:
-        """How ``inference_policy`` turns the model's first output into the action."""
-        return "argmax"
-
-
-class _GaussianPolicy(BaseAgent):
-    """Continuous actions: the model outputs ``(mu, log_std, value[, rnn_state])`` and takes
-    the previous action as is.
-
-    Actions are sampled in the model's units, ``mean + std * noise``: they are neither
-    clipped nor rescaled to the action space's ``low`` / ``high`` here (as in rlpyt,
-    clipping is left to the environment).
-    """
-
-    def initialize(
-        self, env_spaces: Any, share_memory: bool = False, global_B: int = 1, env_ranks: Any = None
-    ) -> None:
-        action_size = action_size_of(env_spaces)
-        super().initialize(env_spaces, share_memory, global_B=global_B, env_ranks=env_ranks)
-        self.distribution = Gaussian(dim=action_size)
-
-    def _model_prev_action(self, prev_action: torch.Tensor) -> torch.Tensor:
-        return prev_action
-
-    def _dist_info_value(self, outputs: Any) -> tuple[Any, torch.Tensor]:
-        mu, log_std, value = outputs
-        return DistInfoStd(mean=mu, log_std=log_std), value
-
-    def _greedy_action(self, dist_info: Any) -> torch.Tensor:
-        return dist_info.mean
-
-    def _inference_rule(self) -> str:
-        """How ``inference_policy`` turns the model's first output into the action."""
-        return "mean"
-
-
-# ----------------------------------------------------------------------- acting
-
-
-class _PgActing(BaseAgent):
-    """Inputs moved to the agent's device, with the previous action as the model takes it.
-
-    Agents sample their actions in every mode by default, as rlpyt's do; made with
-    ``deterministic_eval=True`` they act greedily in eval mode (the most probable action,
-    or the Gaussian mean).
+    ``recurrent``: the model also takes and returns the rnn state, which the agent keeps for
+    the sampler (``alternating``: one per group of an alternating sampler). The agent samples
+    in eval mode too unless ``deterministic_eval`` (then: the most probable action, or the
+    mean). ``env_to_model_kwargs`` as in ``BaseAgent``.
     """
 
     def __init__(
@@ -170,250 +82,216 @@ class _PgActing(BaseAgent):
         model_kwargs: Mapping[str, Any] | None = None,
         initial_model_state_dict: Mapping[str, Any] | None = None,
         deterministic_eval: bool = False,
+        *,
+        policy: str = "categorical",
+        recurrent: bool = False,
+        alternating: bool = False,
+        env_to_model_kwargs: Callable[[Any], dict[str, Any]] | None = None,
+        onehot_prev_action: bool = True,
     ):
-        super().__init__(ModelCls, model_kwargs, initial_model_state_dict)
+        if policy not in _POLICIES:
+            raise ValueError(f"policy must be one of {_POLICIES}, got {policy!r}")
+        if alternating and not recurrent:
+            raise ValueError(
+                "alternating=True needs recurrent=True (a feed-forward agent keeps no state "
+                "and needs nothing for an alternating sampler)"
+            )
+        super().__init__(ModelCls, model_kwargs, initial_model_state_dict, env_to_model_kwargs)
+        self.policy = policy
         self.deterministic_eval = bool(deterministic_eval)
+        self.onehot_prev_action = bool(onehot_prev_action) and policy == "categorical"
+        if recurrent:
+            self.keep_rnn_state(alternating)
 
-    def _select_action(self, dist_info: Any) -> torch.Tensor:
-        if self.deterministic_eval and self._mode == "eval":
-            return self._greedy_action(dist_info)  # type: ignore[attr-defined]
-        return self.distribution.sample(dist_info)
+    def initialize(
+        self, env_spaces: Any, share_memory: bool = False, global_B: int = 1, env_ranks: Any = None
+    ) -> None:
+        """Build the model and the policy's distribution (the action space checked first)."""
+        if self.policy == "categorical":
+            distribution: Any = Categorical(dim=n_actions(env_spaces))
+        else:
+            distribution = Gaussian(dim=action_size_of(env_spaces))
+        super().initialize(env_spaces, share_memory, global_B=global_B, env_ranks=env_ranks)
+        self.distribution = distribution
 
-    def _model_inputs(self, observation: Any, prev_action: Any, prev_reward: Any) -> tuple:
-        self._require_model()
-        observation, prev_action, prev_reward = buffer_to(
-            (observation, prev_action, prev_reward), device=self.device
-        )
-        return observation, self._model_prev_action(prev_action), prev_reward  # type: ignore[attr-defined]
+    def _forward(self, inputs: tuple, rnn_state: Any) -> tuple[Any, torch.Tensor, Any]:
+        """``(dist_info, value, next_rnn_state)`` of the model (no rnn state: None)."""
+        if self.recurrent:
+            *outputs, next_rnn_state = self.model(*inputs, rnn_state)
+        else:
+            outputs, next_rnn_state = self.model(*inputs), None
+        if self.policy == "categorical":
+            pi, value = outputs
+            return DistInfo(prob=pi), value, next_rnn_state
+        mu, log_std, value = outputs
+        return DistInfoStd(mean=mu, log_std=log_std), value, next_rnn_state
 
-    def inference_policy(self, device: Any = "cpu") -> torch.nn.Module:
-        """A frozen copy of the policy on ``device`` that acts as ``deterministic_eval``
-        does: the most probable action, or the Gaussian mean (an ``InferencePolicy``, or a
-        ``RecurrentInferencePolicy`` keeping the recurrent state; see ``export_policy``)."""
-        return agent_inference_policy(self, self._inference_rule(), device)  # type: ignore[attr-defined]
-
-
-class _FeedForwardPg(_PgActing):
-    """``__call__`` / ``step`` / ``value`` of feed-forward policy-gradient agents."""
-
-    def __call__(self, observation: Any, prev_action: Any, prev_reward: Any) -> Any:
+    def __call__(
+        self, observation: Any, prev_action: Any, prev_reward: Any, init_rnn_state: Any = None
+    ) -> Any:
         """``(dist_info, value)`` for training data ([T, B], [B] or no leading dims), with
-        grad, on the agent's device."""
-        outputs = self.model(*self._model_inputs(observation, prev_action, prev_reward))
-        return self._dist_info_value(outputs)  # type: ignore[attr-defined]
+        grad, on the agent's device; recurrent agents return ``next_rnn_state`` too and take
+        ``init_rnn_state`` in [N, B, H] layout (None: zeros)."""
+        inputs = self._model_inputs(observation, prev_action, prev_reward)
+        if init_rnn_state is not None:
+            init_rnn_state = buffer_to(init_rnn_state, device=self.device)
+        dist_info, value, next_rnn_state = self._forward(inputs, init_rnn_state)
+        return (dist_info, value, next_rnn_state) if self.recurrent else (dist_info, value)
 
     @torch.no_grad()
     def step(self, observation: Any, prev_action: Any, prev_reward: Any) -> Any:
         """Sample actions: ``AgentStep(action, AgentInfo(dist_info, value))`` on
-        ``output_device``."""
-        outputs = self.model(*self._model_inputs(observation, prev_action, prev_reward))
-        dist_info, value = self._dist_info_value(outputs)  # type: ignore[attr-defined]
-        action = self._select_action(dist_info)
-        agent_step = AgentStep(action=action, agent_info=AgentInfo(dist_info, value))
-        return buffer_to(agent_step, device=self.output_device)
+        ``output_device``; recurrent agents advance their state and report
+        ``AgentInfoRnn(dist_info, value, prev_rnn_state)``, prev_rnn_state batch-first."""
+        inputs = self._model_inputs(observation, prev_action, prev_reward)
+        prev_rnn_state = self.prev_rnn_state
+        dist_info, value, rnn_state = self._forward(inputs, prev_rnn_state)
+        if self.deterministic_eval and self._mode == "eval":
+            categorical = self.policy == "categorical"
+            action = torch.argmax(dist_info.prob, dim=-1) if categorical else dist_info.mean
+        else:
+            action = self.distribution.sample(dist_info)
+        if self.recurrent:
+            stored = self._step_rnn_state(prev_rnn_state, rnn_state, inputs[2].ndim == 0)
+            agent_info: Any = AgentInfoRnn(dist_info, value, stored)
+        else:
+            agent_info = AgentInfo(dist_info, value)
+        return buffer_to(AgentStep(action=action, agent_info=agent_info), self.output_device)
 
     @torch.no_grad()
     def value(self, observation: Any, prev_action: Any, prev_reward: Any) -> torch.Tensor:
-        """State values (e.g. the bootstrap value after a batch), on ``output_device``."""
-        outputs = self.model(*self._model_inputs(observation, prev_action, prev_reward))
-        _, value = self._dist_info_value(outputs)  # type: ignore[attr-defined]
-        return value.to(self.output_device)
+        """State values (e.g. the bootstrap value after a batch), on ``output_device``;
+        recurrent agents use their current state without advancing it."""
+        inputs = self._model_inputs(observation, prev_action, prev_reward)
+        batch_size = int(inputs[2].shape[-1]) if inputs[2].ndim else 1
+        rnn_state = self.rnn_states.for_value(batch_size) if self.rnn_states else None
+        return self._forward(inputs, rnn_state)[1].to(self.output_device)
+
+    def inference_policy(self, device: Any = "cpu") -> torch.nn.Module:
+        """A frozen copy of the policy on ``device`` that acts as ``deterministic_eval``
+        does (an ``InferencePolicy``, or a ``RecurrentInferencePolicy`` keeping the
+        recurrent state; see ``export_policy``)."""
+        rule = "argmax" if self.policy == "categorical" else "mean"
+        return agent_inference_policy(self, rule, device)
 
 
-class _RecurrentPg(_PgActing):
-    """``__call__`` / ``step`` / ``value`` of recurrent policy-gradient agents; the state
-    kept between steps comes from a recurrent mixin."""
+# ---------------------------------------------------------- rlpyt's names: settings
+
+
+class CategoricalPgAgent(PgAgent):
+    """``PgAgent(policy="categorical")``."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, policy="categorical", **kwargs)
+
+
+class RecurrentCategoricalPgAgent(PgAgent):
+    """``PgAgent(policy="categorical", recurrent=True)``."""
 
     recurrent = True
 
-    def __call__(
-        self, observation: Any, prev_action: Any, prev_reward: Any, init_rnn_state: Any
-    ) -> Any:
-        """``(dist_info, value, next_rnn_state)`` for training data, with grad, on the
-        agent's device; ``init_rnn_state`` in [N, B, H] layout (None: zeros)."""
-        inputs = self._model_inputs(observation, prev_action, prev_reward)
-        if init_rnn_state is not None:
-            init_rnn_state = buffer_to(init_rnn_state, device=self.device)
-        *outputs, next_rnn_state = self.model(*inputs, init_rnn_state)
-        dist_info, value = self._dist_info_value(outputs)  # type: ignore[attr-defined]
-        return dist_info, value, next_rnn_state
-
-    @torch.no_grad()
-    def step(self, observation: Any, prev_action: Any, prev_reward: Any) -> Any:
-        """Sample actions and advance the state: ``AgentStep(action, AgentInfoRnn(dist_info,
-        value, prev_rnn_state))`` on ``output_device``, prev_rnn_state batch-first [B, N, H]
-        (zeros after a reset; [N, H] for inputs without leading dims)."""
-        inputs = self._model_inputs(observation, prev_action, prev_reward)
-        prev_rnn_state = self.prev_rnn_state  # type: ignore[attr-defined]
-        *outputs, rnn_state = self.model(*inputs, prev_rnn_state)
-        dist_info, value = self._dist_info_value(outputs)  # type: ignore[attr-defined]
-        action = self._select_action(dist_info)
-        if prev_rnn_state is None:
-            prev_rnn_state = buffer_func(rnn_state, torch.zeros_like)
-        stored = buffer_method(prev_rnn_state, "transpose", 0, 1)
-        if inputs[2].ndim == 0:  # no leading dims: one environment's [N, H]
-            stored = buffer_method(stored, "squeeze", 0)
-        agent_info = AgentInfoRnn(dist_info, value, stored)
-        agent_step = buffer_to(
-            AgentStep(action=action, agent_info=agent_info), device=self.output_device
-        )
-        self.advance_rnn_state(rnn_state)  # type: ignore[attr-defined]
-        return agent_step
-
-    @torch.no_grad()
-    def value(self, observation: Any, prev_action: Any, prev_reward: Any) -> torch.Tensor:
-        """State values from the current recurrent state, which is not advanced; on
-        ``output_device``."""
-        inputs = self._model_inputs(observation, prev_action, prev_reward)
-        batch_size = int(inputs[2].shape[-1]) if inputs[2].ndim else 1
-        rnn_state = self._rnn_state_for_value(batch_size)  # type: ignore[attr-defined]
-        *outputs, _ = self.model(*inputs, rnn_state)
-        _, value = self._dist_info_value(outputs)  # type: ignore[attr-defined]
-        return value.to(self.output_device)
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, policy="categorical", recurrent=True, **kwargs)
 
 
-# ------------------------------------------------------------------ the agents
+class AlternatingRecurrentCategoricalPgAgent(PgAgent):
+    """``PgAgent(policy="categorical", recurrent=True, alternating=True)``."""
+
+    recurrent = alternating = True
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, policy="categorical", recurrent=True, alternating=True, **kwargs)
 
 
-class CategoricalPgAgent(_FeedForwardPg, _CategoricalPolicy):
-    """Feed-forward agent with a categorical policy over ``env_spaces.action.n`` actions;
-    the model maps ``(observation, prev_action one-hot, prev_reward)`` to ``(pi, value)``."""
+class GaussianPgAgent(PgAgent):
+    """``PgAgent(policy="gaussian")``."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, policy="gaussian", **kwargs)
 
 
-class RecurrentCategoricalPgAgentBase(_RecurrentPg, _CategoricalPolicy):
-    """Recurrent categorical agent without the state keeping (add a recurrent mixin); the
-    model maps ``(..., init_rnn_state)`` to ``(pi, value, next_rnn_state)``."""
+class RecurrentGaussianPgAgent(PgAgent):
+    """``PgAgent(policy="gaussian", recurrent=True)``."""
+
+    recurrent = True
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, policy="gaussian", recurrent=True, **kwargs)
 
 
-class RecurrentCategoricalPgAgent(RecurrentAgentMixin, RecurrentCategoricalPgAgentBase):
-    """Recurrent categorical agent (one recurrent state for all sampler environments)."""
+class AlternatingRecurrentGaussianPgAgent(PgAgent):
+    """``PgAgent(policy="gaussian", recurrent=True, alternating=True)``."""
+
+    recurrent = alternating = True
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, policy="gaussian", recurrent=True, alternating=True, **kwargs)
 
 
-class AlternatingRecurrentCategoricalPgAgent(
-    AlternatingRecurrentAgentMixin, RecurrentCategoricalPgAgentBase
-):
-    """Recurrent categorical agent for the alternating samplers (a state per group)."""
+# rlpyt's agents "without the state keeping": here the recurrent agents keep their state.
+RecurrentCategoricalPgAgentBase = RecurrentCategoricalPgAgent
+RecurrentGaussianPgAgentBase = RecurrentGaussianPgAgent
 
 
-class GaussianPgAgent(_FeedForwardPg, _GaussianPolicy):
-    """Feed-forward agent with a diagonal Gaussian policy over a 1-D Box action space; the
-    model maps ``(observation, prev_action, prev_reward)`` to ``(mu, log_std, value)``.
-
-    Actions are sampled in the model's units and are not clipped or rescaled to the Box's
-    ``low`` / ``high`` (as in rlpyt, clipping is left to the environment). In eval mode the
-    agent still samples, unless made with ``deterministic_eval=True``: then it acts with
-    the mean.
-    """
+# ------------------------------------------------------ rlpyt's names: models
 
 
-class RecurrentGaussianPgAgentBase(_RecurrentPg, _GaussianPolicy):
-    """Recurrent Gaussian agent without the state keeping (add a recurrent mixin); the
-    model maps ``(..., init_rnn_state)`` to ``(mu, log_std, value, next_rnn_state)``."""
-
-
-class RecurrentGaussianPgAgent(RecurrentAgentMixin, RecurrentGaussianPgAgentBase):
-    """Recurrent Gaussian agent (one recurrent state for all sampler environments)."""
-
-
-class AlternatingRecurrentGaussianPgAgent(
-    AlternatingRecurrentAgentMixin, RecurrentGaussianPgAgentBase
-):
-    """Recurrent Gaussian agent for the alternating samplers (a state per group)."""
-
-
-class AtariMixin:
-    """Model kwargs from the spaces: ``image_shape`` (C, H, W) and ``output_size`` (the
-    number of actions)."""
-
-    def make_env_to_model_kwargs(self, env_spaces: Any) -> dict[str, Any]:
-        image_shape = _shape(env_spaces.observation, "observation")
-        if len(image_shape) != 3:
-            raise ValueError(
-                f"Atari agents need image observations (C, H, W), got shape {image_shape}"
-            )
-        return dict(image_shape=image_shape, output_size=n_actions(env_spaces))
-
-
-class MujocoMixin:
-    """Model kwargs from the spaces: ``observation_shape`` and ``action_size``."""
-
-    def make_env_to_model_kwargs(self, env_spaces: Any) -> dict[str, Any]:
-        return dict(
-            observation_shape=_shape(env_spaces.observation, "observation"),
-            action_size=action_size_of(env_spaces),
-        )
-
-
-class VectorCategoricalMixin:
-    """Model kwargs from the spaces: ``observation_shape`` and ``output_size`` (the number
-    of actions); the previous action goes to the model as integer indexes."""
-
-    def make_env_to_model_kwargs(self, env_spaces: Any) -> dict[str, Any]:
-        return dict(
-            observation_shape=_shape(env_spaces.observation, "observation"),
-            output_size=n_actions(env_spaces),
-        )
-
-    def _model_prev_action(self, prev_action: torch.Tensor) -> torch.Tensor:
-        """As it is: ``CategoricalFfModel`` ignores it and ``CategoricalLstmModel`` one-hot
-        encodes integer actions itself (no encoding for every forward pass here)."""
-        return prev_action
-
-
-class AtariFfAgent(AtariMixin, CategoricalPgAgent):
-    """``CategoricalPgAgent`` with an ``AtariFfModel``."""
+class AtariFfAgent(CategoricalPgAgent):
+    """``CategoricalPgAgent`` with an ``AtariFfModel`` (kwargs: ``atari_model_kwargs``)."""
 
     def __init__(self, ModelCls: Any = AtariFfModel, **kwargs: Any):
-        super().__init__(ModelCls=ModelCls, **kwargs)
+        super().__init__(ModelCls, env_to_model_kwargs=atari_model_kwargs, **kwargs)
 
 
-class AtariLstmAgent(AtariMixin, RecurrentCategoricalPgAgent):
+class AtariLstmAgent(RecurrentCategoricalPgAgent):
     """``RecurrentCategoricalPgAgent`` with an ``AtariLstmModel``."""
 
     def __init__(self, ModelCls: Any = AtariLstmModel, **kwargs: Any):
-        super().__init__(ModelCls=ModelCls, **kwargs)
+        super().__init__(ModelCls, env_to_model_kwargs=atari_model_kwargs, **kwargs)
 
 
-class AlternatingAtariLstmAgent(AtariMixin, AlternatingRecurrentCategoricalPgAgent):
+class AlternatingAtariLstmAgent(AlternatingRecurrentCategoricalPgAgent):
     """``AlternatingRecurrentCategoricalPgAgent`` with an ``AtariLstmModel``."""
 
     def __init__(self, ModelCls: Any = AtariLstmModel, **kwargs: Any):
-        super().__init__(ModelCls=ModelCls, **kwargs)
+        super().__init__(ModelCls, env_to_model_kwargs=atari_model_kwargs, **kwargs)
 
 
-class MujocoFfAgent(MujocoMixin, GaussianPgAgent):
-    """``GaussianPgAgent`` with a ``MujocoFfModel``; has ``update_obs_rms`` when the model
-    normalises observations (``model_kwargs=dict(normalize_observation=True)``)."""
+class MujocoFfAgent(GaussianPgAgent):
+    """``GaussianPgAgent`` with a ``MujocoFfModel`` (kwargs: ``mujoco_model_kwargs``)."""
 
     def __init__(self, ModelCls: Any = MujocoFfModel, **kwargs: Any):
-        super().__init__(ModelCls=ModelCls, **kwargs)
+        super().__init__(ModelCls, env_to_model_kwargs=mujoco_model_kwargs, **kwargs)
 
 
-class MujocoLstmAgent(MujocoMixin, RecurrentGaussianPgAgent):
-    """``RecurrentGaussianPgAgent`` with a ``MujocoLstmModel`` (``update_obs_rms`` as in
-    ``MujocoFfAgent``)."""
+class MujocoLstmAgent(RecurrentGaussianPgAgent):
+    """``RecurrentGaussianPgAgent`` with a ``MujocoLstmModel``."""
 
     def __init__(self, ModelCls: Any = MujocoLstmModel, **kwargs: Any):
-        super().__init__(ModelCls=ModelCls, **kwargs)
+        super().__init__(ModelCls, env_to_model_kwargs=mujoco_model_kwargs, **kwargs)
 
 
-class AlternatingMujocoLstmAgent(MujocoMixin, AlternatingRecurrentGaussianPgAgent):
+class AlternatingMujocoLstmAgent(AlternatingRecurrentGaussianPgAgent):
     """``AlternatingRecurrentGaussianPgAgent`` with a ``MujocoLstmModel``."""
 
     def __init__(self, ModelCls: Any = MujocoLstmModel, **kwargs: Any):
-        super().__init__(ModelCls=ModelCls, **kwargs)
+        super().__init__(ModelCls, env_to_model_kwargs=mujoco_model_kwargs, **kwargs)
 
 
-class CategoricalFfAgent(VectorCategoricalMixin, CategoricalPgAgent):
-    """``CategoricalPgAgent`` with a ``CategoricalFfModel``: vector observations, discrete
-    actions; has ``update_obs_rms`` when the model normalises observations."""
+class CategoricalFfAgent(CategoricalPgAgent):
+    """``CategoricalPgAgent`` with a ``CategoricalFfModel`` (kwargs: ``vector_model_kwargs``;
+    the previous action goes to the model as integer indexes)."""
 
     def __init__(self, ModelCls: Any = CategoricalFfModel, **kwargs: Any):
-        super().__init__(ModelCls=ModelCls, **kwargs)
+        super().__init__(
+            ModelCls, env_to_model_kwargs=vector_model_kwargs, onehot_prev_action=False, **kwargs
+        )
 
 
-class CategoricalLstmAgent(VectorCategoricalMixin, RecurrentCategoricalPgAgent):
-    """``RecurrentCategoricalPgAgent`` with a ``CategoricalLstmModel``."""
+class CategoricalLstmAgent(RecurrentCategoricalPgAgent):
+    """``RecurrentCategoricalPgAgent`` with a ``CategoricalLstmModel``, as ``CategoricalFfAgent``."""
 
     def __init__(self, ModelCls: Any = CategoricalLstmModel, **kwargs: Any):
-        super().__init__(ModelCls=ModelCls, **kwargs)
+        super().__init__(
+            ModelCls, env_to_model_kwargs=vector_model_kwargs, onehot_prev_action=False, **kwargs
+        )

@@ -1,26 +1,9 @@
 """Q-value policy-gradient agents: DDPG, TD3 and SAC, for continuous (Box) action spaces.
 
-Action units: the models act in [-1, 1] per action dim, and ``step`` maps that affinely onto
-the action space's [low, high], so the sampler and the replay buffer hold environment
-actions. The algorithm maps replayed actions back with ``normalize_action`` before it gives
-them to ``q``; every other method speaks the model's [-1, 1] units.
-
-Interface for the algorithms (inputs moved to the agent's device, outputs on it):
-
-* ``DdpgAgent``: ``q(o, a_prev, r_prev, action) -> q [...]`` and ``q_at_mu(o, a_prev,
-  r_prev)`` (Q at the policy's action, with grad into both), ``target_q_at_mu(...)`` (the
-  target networks, no grad), ``mu_parameters()``, ``q_parameters()``;
-* ``Td3Agent``: ``q`` and ``target_q_at_mu`` return the twin critics' ``(q1, q2)``; the
-  target action carries clipped Gaussian noise (target policy smoothing);
-* ``SacAgent``: ``pi(o, a_prev, r_prev) -> (action, log_pi, dist_info)`` with grad, ``q``
-  and ``target_q(o, a_prev, r_prev, action)`` return ``(q1, q2)``; ``pi_parameters()``,
-  ``q_parameters()`` (both critics).
-
-All have ``update_target(tau)``, ``normalize_action(action)`` and
-``give_min_itr_learn(itr)``: before that sampler iteration, actions are drawn with
-``pretrain_std`` (exploration while the replay buffer fills). Evaluation is deterministic.
-``step`` returns ``AgentStep(action, agent_info)`` on ``output_device`` (the CPU unless a
-sampler sets it), as every agent does.
+The models act in [-1, 1] per action dim and ``step`` maps that onto the action space's
+[low, high], so samples and replay hold environment actions; the algorithm maps replayed
+actions back with ``normalize_action``, and every other method speaks [-1, 1] units. The
+interface the algorithms call is in the package README.
 """
 
 from __future__ import annotations
@@ -37,6 +20,7 @@ from rl_arrays import AgentStep, buffer_to, namedarraytuple
 from ._base_agent import BaseAgent
 from ._distributions import DistInfoStd, Gaussian
 from ._inference import agent_inference_policy
+from ._model_kwargs import mujoco_model_kwargs
 from ._model_utils import polyak_update, set_training_mode, strip_ddp_state_dict
 from ._qpg_models import LOG_STD_MAX, LOG_STD_MIN, MuMlpModel, PiMlpModel, QofMuMlpModel
 
@@ -120,7 +104,7 @@ class _QpgAgent(BaseAgent):
         initial_model_state_dict: Mapping[str, Any] | None,
         pretrain_std: float | None,
     ):
-        super().__init__(ModelCls, model_kwargs, initial_model_state_dict)
+        super().__init__(ModelCls, model_kwargs, initial_model_state_dict, mujoco_model_kwargs)
         if QModelCls is None:
             raise ValueError(f"{type(self).__name__} needs a QModelCls")
         self.QModelCls = QModelCls
@@ -134,18 +118,6 @@ class _QpgAgent(BaseAgent):
         self._action_high: Any = None
 
     # ------------------------------------------------------------------ set-up
-
-    def make_env_to_model_kwargs(self, env_spaces: Any) -> dict[str, Any]:
-        """``observation_shape`` and ``action_size``, for the policy and the critics."""
-        observation_shape = getattr(env_spaces.observation, "shape", None)
-        if observation_shape is None:
-            raise ValueError(
-                f"env_spaces.observation must have a shape, got {env_spaces.observation!r}"
-            )
-        return dict(
-            observation_shape=tuple(int(s) for s in observation_shape),
-            action_size=int(env_spaces.action.shape[0]),
-        )
 
     def initialize(
         self, env_spaces: Any, share_memory: bool = False, global_B: int = 1, env_ranks: Any = None
@@ -247,10 +219,6 @@ class _QpgAgent(BaseAgent):
         low, high = (x.to(action.device) for x in self._bounds())
         scaled = low + (action + 1) * ((high - low) / 2)
         return torch.clamp(scaled, low, high)
-
-    def _model_inputs(self, observation: Any, prev_action: Any, prev_reward: Any) -> tuple:
-        self._require_model()
-        return buffer_to((observation, prev_action, prev_reward), device=self.device)
 
     def q_parameters(self) -> Iterator[torch.nn.Parameter]:
         """The parameters of the critic(s), for the Q optimizer."""
