@@ -13,6 +13,7 @@ from rl_replay import (
     PrioritiesSamplesToBuffer,
     PrioritizedReplayBuffer,
     PrioritizedReplayFrameBuffer,
+    ReplayBuffer,
     SamplesToBuffer,
     TlPrioritizedReplayBuffer,
     TlUniformReplayBuffer,
@@ -84,7 +85,7 @@ def run(cls, setup, seed, timeout_prob=0.0, **kwargs):
             continue
         batch = buffer.sample_batch(batch_B)
         check_batch(batch, world, buffer)
-        if hasattr(buffer, "update_batch_priorities"):
+        if buffer.prioritized:
             assert batch.is_weights.max() == pytest.approx(1.0)
             buffer.update_batch_priorities(world.rng.random(batch_B) + 0.01)
     return buffer, world
@@ -125,6 +126,15 @@ def test_prioritized_frames(setup, seed, unique):
 def test_time_limit_buffers_carry_timeouts(setup, seed):
     run(TlUniformReplayBuffer, setup, seed, timeout_prob=0.5)
     run(TlPrioritizedReplayBuffer, setup, seed, timeout_prob=0.5)
+
+
+@SETTINGS
+@given(setup=setups(frames=True), seed=st.integers(0, 2**16), prioritized=st.booleans())
+def test_frames_with_time_limits(setup, seed, prioritized):
+    """A combination of options that had no class before the options."""
+    options = dict(frame_based=True, time_limit=True, prioritized=prioritized)
+    buffer, _ = run(ReplayBuffer, setup, seed, timeout_prob=0.5, **options)
+    assert buffer.samples.observation is None
 
 
 @SETTINGS

@@ -257,7 +257,7 @@ def test_state_dict_round_trip_with_rnn_state_tuples(tmp_path, cls, interval):
     original = make(1)
     for chunk in chunks[:4]:
         original.append_samples(chunk)
-    if hasattr(original, "update_batch_priorities"):
+    if original.prioritized:
         original.sample_batch(4)
         original.update_batch_priorities([0.5, 2.0, 3.0, 0.1])
     original.save(tmp_path / "replay.npz")

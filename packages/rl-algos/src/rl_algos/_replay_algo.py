@@ -28,30 +28,7 @@ import numpy as np
 import torch
 
 from rl_arrays import buffer_to, numpify_buffer, torchify_buffer
-from rl_replay import (
-    AsyncPrioritizedReplayBuffer,
-    AsyncPrioritizedReplayFrameBuffer,
-    AsyncPrioritizedSequenceReplayBuffer,
-    AsyncPrioritizedSequenceReplayFrameBuffer,
-    AsyncTlPrioritizedReplayBuffer,
-    AsyncTlUniformReplayBuffer,
-    AsyncUniformReplayBuffer,
-    AsyncUniformReplayFrameBuffer,
-    AsyncUniformSequenceReplayBuffer,
-    AsyncUniformSequenceReplayFrameBuffer,
-    PrioritizedReplayBuffer,
-    PrioritizedReplayFrameBuffer,
-    PrioritizedSequenceReplayBuffer,
-    PrioritizedSequenceReplayFrameBuffer,
-    SamplesToBuffer,
-    SamplesToBufferTl,
-    TlPrioritizedReplayBuffer,
-    TlUniformReplayBuffer,
-    UniformReplayBuffer,
-    UniformReplayFrameBuffer,
-    UniformSequenceReplayBuffer,
-    UniformSequenceReplayFrameBuffer,
-)
+from rl_replay import SamplesToBuffer, SamplesToBufferTl
 
 from ._pg import check_count, check_number
 
@@ -60,20 +37,6 @@ __all__ = ["ReplayAlgo", "check_agent", "check_positive", "example_field", "obse
 # The most observation bytes (observations and next observations) drawn from a uniform
 # replay buffer at once, for several updates (see ReplayAlgo._replayed_batches).
 _DRAW_BYTES = 32 * 2**20
-
-# The shared-memory form of each replay buffer an algorithm builds by default.
-ASYNC_REPLAY = {
-    UniformReplayBuffer: AsyncUniformReplayBuffer,
-    PrioritizedReplayBuffer: AsyncPrioritizedReplayBuffer,
-    UniformReplayFrameBuffer: AsyncUniformReplayFrameBuffer,
-    PrioritizedReplayFrameBuffer: AsyncPrioritizedReplayFrameBuffer,
-    TlUniformReplayBuffer: AsyncTlUniformReplayBuffer,
-    TlPrioritizedReplayBuffer: AsyncTlPrioritizedReplayBuffer,
-    UniformSequenceReplayBuffer: AsyncUniformSequenceReplayBuffer,
-    PrioritizedSequenceReplayBuffer: AsyncPrioritizedSequenceReplayBuffer,
-    UniformSequenceReplayFrameBuffer: AsyncUniformSequenceReplayFrameBuffer,
-    PrioritizedSequenceReplayFrameBuffer: AsyncPrioritizedSequenceReplayFrameBuffer,
-}
 
 
 def check_positive(name: str, value: Any) -> None:
@@ -246,9 +209,9 @@ class ReplayAlgo:
         world_size: int = 1,
     ) -> Any:
         """For the asynchronous runner, in the training process before its other processes
-        start: as ``initialize`` but with the replay buffer on shared memory (an ``Async*``
-        buffer, returned for the memory copier) and no optimizer yet (``optim_initialize``).
-        Each ``optimize_agent`` then takes ``updates_per_sync`` updates."""
+        start: as ``initialize`` but with the replay buffer on shared memory (built with
+        ``shared_memory=True``, returned for the memory copier) and no optimizer yet
+        (``optim_initialize``). Each ``optimize_agent`` then takes ``updates_per_sync`` updates."""
         self._setup(agent, sampler_n_itr, batch_spec, mid_batch_reset, examples, world_size, True)
         self.updates_per_optimize = self.updates_per_sync
         return self.replay_buffer
@@ -315,7 +278,7 @@ class ReplayAlgo:
     ) -> None:
         """The replay buffer, sized ``replay_size`` over ``batch_spec.B`` environments, seeded
         from torch's generator (so a seeded run replays the same batches); with ``async_`` on
-        shared memory (``ReplayBufferCls``, when given, must then be an ``Async*`` class)."""
+        shared memory (``ReplayBufferCls``, when given, must then make shared buffers)."""
         kwargs: dict[str, Any] = dict(
             example=numpify_buffer(self.examples_to_buffer(examples)),
             size=self.replay_size,
@@ -328,14 +291,17 @@ class ReplayAlgo:
         ReplayCls = self.ReplayBufferCls
         if ReplayCls is None:
             ReplayCls = self._default_replay_cls()
-            ReplayCls = ASYNC_REPLAY[ReplayCls] if async_ else ReplayCls
-        elif async_ and not getattr(ReplayCls, "shared_memory", False):
+            if async_:
+                kwargs["shared_memory"] = True
+        buffer = ReplayCls(**kwargs)
+        if async_ and not getattr(buffer, "shared_memory", False):
+            name = getattr(ReplayCls, "__name__", repr(ReplayCls))
             raise ValueError(
                 f"async_initialize needs a replay buffer on shared memory, which the memory "
-                f"copier process fills: ReplayBufferCls={ReplayCls.__name__} is not one (use "
-                "an rl_replay Async* class)"
+                f"copier process fills: ReplayBufferCls={name} does not make one (use an "
+                "rl_replay Async* class, or a buffer class given shared_memory=True)"
             )
-        self.replay_buffer = ReplayCls(**kwargs)
+        self.replay_buffer = buffer
 
     def _replay_kwargs(self) -> dict[str, Any]:
         return {}
@@ -433,7 +399,7 @@ class ReplayAlgo:
         priorities). Lazy: a draw happens when its first batch is asked for.
         """
         batch_B = self._replay_batch_B()
-        if not hasattr(buffer, "sample_batches"):
+        if getattr(buffer, "prioritized", False) or not hasattr(buffer, "sample_batches"):
             for _ in range(n_updates):
                 yield self._to_device(buffer.sample_batch(batch_B))
             return

@@ -1,6 +1,8 @@
-"""rl-replay: replay buffers with ``[T, B]`` storage, n-step returns, frame-wise storage,
-time-limit bootstrapping, uniform and prioritized (sum tree) sampling of transitions or
-sequences, and shared-memory forms for asynchronous training.
+"""rl-replay: replay buffers with ``[T, B]`` storage and n-step returns.  Two classes,
+``ReplayBuffer`` (transitions) and ``SequenceReplayBuffer`` (sequences for recurrent
+agents), take the variants as options: uniform or ``prioritized`` (sum tree) sampling,
+``frame_based`` storage, ``time_limit`` bootstrapping, ``shared_memory`` for asynchronous
+training.  rlpyt's class names remain, as those classes with some options' defaults set.
 
 Depends on numpy and rl-arrays.  Batches come out as namedarraytuples of numpy arrays;
 ``rl_arrays.torchify_buffer`` turns them into torch tensors without copying.
@@ -8,7 +10,9 @@ Depends on numpy and rl-arrays.  Batches come out as namedarraytuples of numpy a
 
 from importlib.metadata import version as _version
 
-from ._async import (
+from ._base import BaseNStepReturnBuffer, BaseReplayBuffer
+from ._n_step import discount_return_n_step
+from ._presets import (
     AsyncPrioritizedReplayBuffer,
     AsyncPrioritizedReplayFrameBuffer,
     AsyncPrioritizedSequenceReplayBuffer,
@@ -20,19 +24,20 @@ from ._async import (
     AsyncUniformReplayFrameBuffer,
     AsyncUniformSequenceReplayBuffer,
     AsyncUniformSequenceReplayFrameBuffer,
-    RWLock,
-)
-from ._base import BaseNStepReturnBuffer, BaseReplayBuffer
-from ._n_step import discount_return_n_step
-from ._non_sequence import (
     NStepReturnBuffer,
     PrioritizedReplayBuffer,
     PrioritizedReplayFrameBuffer,
+    PrioritizedSequenceReplayBuffer,
+    PrioritizedSequenceReplayFrameBuffer,
+    SequenceNStepReturnBuffer,
     TlPrioritizedReplayBuffer,
     TlUniformReplayBuffer,
     UniformReplayBuffer,
     UniformReplayFrameBuffer,
+    UniformSequenceReplayBuffer,
+    UniformSequenceReplayFrameBuffer,
 )
+from ._rw_lock import RWLock
 from ._schemas import (
     PrioritiesSamplesToBuffer,
     SamplesFromReplay,
@@ -45,14 +50,9 @@ from ._schemas import (
     SequenceSamplesFromReplay,
     SequenceSamplesFromReplayPri,
 )
-from ._sequence import (
-    PrioritizedSequenceReplayBuffer,
-    PrioritizedSequenceReplayFrameBuffer,
-    SequenceNStepReturnBuffer,
-    UniformSequenceReplayBuffer,
-    UniformSequenceReplayFrameBuffer,
-)
+from ._sequence import SequenceReplayBuffer
 from ._sum_tree import AsyncSumTree, SumTree
+from ._transitions import ReplayBuffer
 
 __version__ = _version("rl-replay")
 
@@ -78,6 +78,7 @@ __all__ = [
     "PrioritizedSequenceReplayBuffer",
     "PrioritizedSequenceReplayFrameBuffer",
     "RWLock",
+    "ReplayBuffer",
     "SamplesFromReplay",
     "SamplesFromReplayPri",
     "SamplesFromReplayTL",
@@ -86,6 +87,7 @@ __all__ = [
     "SamplesToBufferRnn",
     "SamplesToBufferTl",
     "SequenceNStepReturnBuffer",
+    "SequenceReplayBuffer",
     "SequenceSamplesFromReplay",
     "SequenceSamplesFromReplayPri",
     "SumTree",

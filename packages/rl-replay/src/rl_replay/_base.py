@@ -1,5 +1,6 @@
-"""Storage shared by every replay buffer: ``[T, B]`` arrays, a wrapping cursor, n-step
-returns, frame-wise observations, and saving / restoring the whole state.
+"""What every replay buffer shares: ``[T, B]`` storage, a wrapping cursor, n-step returns,
+and the options (prioritized sampling, frame-wise storage, time limits, shared memory) that
+the transition and sequence buffers both take; saving / restoring the whole state.
 
 Which time slots may be replayed is decided by two offsets around the cursor:
 ``off_backward`` newest slots are invalid (their n-step future, or the rest of their
@@ -16,15 +17,17 @@ import math
 import os
 import sys
 import tempfile
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
 from rl_arrays import AgentInputs, buffer_from_example, np_mp_array
 
 from ._n_step import discount_return_n_step
+from ._prioritized import Prioritizer
+from ._rw_lock import RWLock
 
-__all__ = ["BaseNStepReturnBuffer", "BaseReplayBuffer"]
+__all__ = ["BaseNStepReturnBuffer", "BaseReplayBuffer", "flatten_arrays"]
 
 
 def _take_rows(array: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -51,14 +54,14 @@ class BaseReplayBuffer:
         raise NotImplementedError
 
 
-def _flatten(prefix: str, buffer_: Any) -> dict[str, np.ndarray]:
+def flatten_arrays(prefix: str, buffer_: Any) -> dict[str, np.ndarray]:
     """Every array in a (nested) namedarraytuple, keyed by its dotted path."""
     if buffer_ is None:
         return {}
     if isinstance(buffer_, tuple):
         flat: dict[str, np.ndarray] = {}
         for name, item in zip(buffer_._fields, buffer_, strict=True):
-            flat.update(_flatten(f"{prefix}.{name}", item))
+            flat.update(flatten_arrays(f"{prefix}.{name}", item))
         return flat
     return {prefix: buffer_}
 
@@ -69,12 +72,17 @@ class BaseNStepReturnBuffer(BaseReplayBuffer):
     ``example`` is one step of the data with no leading dims (a namedtuple with at least
     observation, action, reward and done); ``size`` is rounded up to a multiple of ``B``.
     ``return_`` and ``done_n`` for a sample are stored at the sample's own index.
+    Options (keyword-only; None takes the class attribute of that name, which the rlpyt-named
+    classes set): ``prioritized`` (with ``alpha`` 0.6, ``beta`` 0.4, ``default_priority`` 1,
+    ``unique``, ``input_priorities``, ``input_priority_shift`` 0), ``frame_based``,
+    ``time_limit`` and ``shared_memory``; the package README says what each does.
     ``seed`` seeds the buffer's own random generator, saved with its state.
     """
 
-    frame_based: ClassVar[bool] = False  # store each frame once (observation [C, H, W])
-    time_limit: ClassVar[bool] = False  # carry timeout / timeout_n
-    shared_memory: ClassVar[bool] = False  # allocate on OS shared memory (async buffers)
+    prioritized: bool = False  # sample by priority (a sum tree)
+    frame_based: bool = False  # store each frame once (observation [C, H, W])
+    time_limit: bool = False  # carry timeout / timeout_n
+    shared_memory: bool = False  # OS shared memory behind a RWLock (async runner)
 
     def __init__(
         self,
@@ -84,8 +92,38 @@ class BaseNStepReturnBuffer(BaseReplayBuffer):
         discount: float = 1.0,
         n_step_return: int = 1,
         *,
+        prioritized: bool | None = None,
+        frame_based: bool | None = None,
+        time_limit: bool | None = None,
+        shared_memory: bool | None = None,
+        alpha: float | None = None,
+        beta: float | None = None,
+        default_priority: float | None = None,
+        unique: bool | None = None,
+        input_priorities: bool | None = None,
+        input_priority_shift: int | None = None,
         seed: int | None = None,
     ):
+        cls = type(self)
+        self.prioritized = cls.prioritized if prioritized is None else bool(prioritized)
+        self.frame_based = cls.frame_based if frame_based is None else bool(frame_based)
+        self.time_limit = cls.time_limit if time_limit is None else bool(time_limit)
+        self.shared_memory = cls.shared_memory if shared_memory is None else bool(shared_memory)
+        given = dict(
+            alpha=alpha,
+            beta=beta,
+            default_priority=default_priority,
+            unique=unique,
+            input_priorities=input_priorities,
+            input_priority_shift=input_priority_shift,
+        )
+        priority_settings = {name: value for name, value in given.items() if value is not None}
+        if priority_settings and not self.prioritized:
+            raise ValueError(
+                f"{', '.join(priority_settings)} only apply with prioritized=True "
+                f"({cls.__name__} has prioritized=False)"
+            )
+        self._check_options()
         for name, value in (("size", size), ("B", B), ("n_step_return", n_step_return)):
             if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
@@ -95,7 +133,7 @@ class BaseNStepReturnBuffer(BaseReplayBuffer):
         required = REQUIRED_FIELDS + (("timeout",) if self.time_limit else ())
         if fields is None or any(f not in fields for f in required):
             raise ValueError(
-                f"{type(self).__name__} needs an example namedtuple with fields {required}, "
+                f"{cls.__name__} needs an example namedtuple with fields {required}, "
                 f"got {example!r}"
             )
         self.example = example
@@ -139,6 +177,28 @@ class BaseNStepReturnBuffer(BaseReplayBuffer):
                 self.samples_timeout_n = self.samples.timeout
         self._cursor = np_mp_array(2, np.int64) if self.shared_memory else np.zeros(2, np.int64)
         self.rng = np.random.default_rng(seed)
+        # One writer or many readers across processes; None: one process, no locking.
+        self.rw_lock = RWLock() if self.shared_memory else None
+        self.priorities = None
+        if self.prioritized:
+            rows, off_backward, off_forward = self._priority_layout()
+            self.priorities = Prioritizer(
+                rows,
+                self.B,
+                off_backward,
+                off_forward,
+                rng=self.rng,
+                shared_memory=self.shared_memory,
+                **priority_settings,
+            )
+
+    def _check_options(self) -> None:
+        """Refuse, before any work, option combinations that cannot work (see subclasses)."""
+
+    def _priority_layout(self) -> tuple[int, int, int]:
+        """The sum tree's rows (time slots, or stored rnn states), and its off_backward and
+        off_forward rows."""
+        return self.T, self.n_step_return, self.off_forward
 
     # ------------------------------------------------------------------------ allocation
 
@@ -169,10 +229,10 @@ class BaseNStepReturnBuffer(BaseReplayBuffer):
         return self.t_total >= self.T
 
     def _writing(self) -> contextlib.AbstractContextManager[Any]:
-        return contextlib.nullcontext()
+        return contextlib.nullcontext() if self.rw_lock is None else self.rw_lock.write_lock()
 
     def _reading(self) -> contextlib.AbstractContextManager[Any]:
-        return contextlib.nullcontext()
+        return contextlib.nullcontext() if self.rw_lock is None else self.rw_lock.read_lock()
 
     # ---------------------------------------------------------------------------- writing
 
@@ -184,7 +244,7 @@ class BaseNStepReturnBuffer(BaseReplayBuffer):
                 f"samples must have the example's fields {self.example._fields}, got {fields}"
             )
         T_new = None
-        for name, value in _flatten("samples", samples).items():
+        for name, value in flatten_arrays("samples", samples).items():
             shape = np.shape(value)
             if len(shape) < 2 or shape[1] != self.B:
                 raise ValueError(f"{name} must have leading dims [T, B={self.B}], got {shape}")
@@ -208,6 +268,7 @@ class BaseNStepReturnBuffer(BaseReplayBuffer):
             priorities, samples = samples.priorities, samples.samples
         with self._writing():
             T_new = self._check_samples(samples)
+            self._check_priorities(priorities)
             t = self.t
             idxs = np.arange(t, t + T_new) % self.T if t + T_new > self.T else slice(t, t + T_new)
             self._write(idxs, samples, T_new)
@@ -228,9 +289,20 @@ class BaseNStepReturnBuffer(BaseReplayBuffer):
                 self.samples_frames[: self.n_frames - 1] = self.samples_frames[self.T :]
         self.samples[idxs] = stored
 
-    def _advance_priorities(self, T_new: int, priorities: Any) -> None:
-        if priorities is not None:
-            raise ValueError(f"{type(self).__name__} takes no priorities; use a prioritized buffer")
+    def _check_priorities(self, priorities: Any) -> None:
+        if priorities is None:
+            return
+        if self.priorities is None:
+            raise ValueError(
+                f"{type(self).__name__} takes no priorities (it has prioritized=False)"
+            )
+        if not self.priorities.input_priorities:
+            raise ValueError("priorities came with the samples, but input_priorities=False")
+
+    def _advance_priorities(self, T_rows: int, priorities: Any) -> None:
+        """Move the sum tree ``T_rows`` rows on, with the samples' input priorities."""
+        if self.priorities is not None:
+            self.priorities.advance(T_rows, priorities)
 
     def compute_returns(self, T_new: int) -> None:
         """n-step returns for the slots the ``T_new`` rewards just written complete.
@@ -305,6 +377,29 @@ class BaseNStepReturnBuffer(BaseReplayBuffer):
         T_idxs = self._start_slots(k) if starts is None else starts[k]
         return T_idxs, B_idxs
 
+    def _sample_by_priority(
+        self, batch_B: int, off_backward: int, interval: int = 1
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(rows, B_idxs, is_weights)`` drawn by priority, after the checks of a uniform draw."""
+        n_valid, _ = self._valid_starts(off_backward, interval)
+        self._check_batch_B(batch_B, n_valid, off_backward)
+        return self._prioritizer().sample(batch_B)
+
+    def _prioritizer(self) -> Prioritizer:
+        if self.priorities is None:
+            raise ValueError(f"{type(self).__name__} has prioritized=False: it keeps no priorities")
+        return self.priorities
+
+    def set_beta(self, beta: float) -> None:
+        """Anneal the importance-sampling exponent (prioritized buffers)."""
+        self._prioritizer().beta = float(beta)
+
+    def update_batch_priorities(self, priorities: Any) -> None:
+        """New priorities for the last sampled batch, e.g. its absolute TD errors
+        (prioritized buffers)."""
+        with self._writing():
+            self._prioritizer().update_batch_priorities(priorities)
+
     # ------------------------------------------------------------------------- extraction
 
     def _frames(self, times: np.ndarray, B_idxs: np.ndarray) -> np.ndarray:
@@ -353,7 +448,7 @@ class BaseNStepReturnBuffer(BaseReplayBuffer):
     # ---------------------------------------------------------------------- save / restore
 
     def _state_arrays(self) -> dict[str, np.ndarray]:
-        arrays = {"cursor": self._cursor, **_flatten("samples", self.samples)}
+        arrays = {"cursor": self._cursor, **flatten_arrays("samples", self.samples)}
         if self.n_step_return > 1:
             arrays["return_"] = self.samples_return_
             arrays["done_n"] = self.samples_done_n
@@ -361,6 +456,8 @@ class BaseNStepReturnBuffer(BaseReplayBuffer):
                 arrays["timeout_n"] = self.samples_timeout_n
         if self.frame_based:
             arrays["frames"] = self.samples_frames
+        if self.priorities is not None:
+            arrays.update(self.priorities.state_arrays())
         return arrays
 
     def state_dict(self) -> dict[str, np.ndarray]:
@@ -408,7 +505,9 @@ class BaseNStepReturnBuffer(BaseReplayBuffer):
             self.load_state_dict({key: data[key] for key in data.files})
 
     def __repr__(self) -> str:
+        options = ("prioritized", "frame_based", "time_limit", "shared_memory")
+        on = "".join(f", {name}=True" for name in options if getattr(self, name))
         return (
-            f"{type(self).__name__}(T={self.T}, B={self.B}, n_step_return={self.n_step_return}, "
-            f"t={self.t}, written={self.t_total})"
+            f"{type(self).__name__}(T={self.T}, B={self.B}, n_step_return={self.n_step_return}"
+            f"{on}, t={self.t}, written={self.t_total})"
         )

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from ._sum_tree import AsyncSumTree, SumTree
+from ._sum_tree import SumTree
 
 __all__ = ["Prioritizer"]
 
@@ -26,14 +26,14 @@ class Prioritizer:
         off_backward: int,
         off_forward: int,
         *,
-        alpha: float,
-        beta: float,
-        default_priority: float,
-        unique: bool,
-        input_priorities: bool,
-        input_priority_shift: int,
         rng: np.random.Generator,
         shared_memory: bool,
+        alpha: float = 0.6,
+        beta: float = 0.4,
+        default_priority: float = 1.0,
+        unique: bool = False,
+        input_priorities: bool = False,
+        input_priority_shift: int = 0,
     ):
         if alpha < 0 or beta < 0:
             raise ValueError(f"alpha and beta must be >= 0, got alpha={alpha}, beta={beta}")
@@ -41,7 +41,7 @@ class Prioritizer:
             raise ValueError(f"default_priority must be > 0, got {default_priority}")
         self.alpha, self.beta, self.unique = float(alpha), float(beta), bool(unique)
         self.input_priorities = bool(input_priorities)
-        self.tree = (AsyncSumTree if shared_memory else SumTree)(
+        self.tree = SumTree(
             T,
             B,
             off_backward,
@@ -50,12 +50,13 @@ class Prioritizer:
             enable_input_priorities=input_priorities,
             input_priority_shift=input_priority_shift,
             rng=rng,
+            shared_memory=shared_memory,
         )
         self._sampled: tuple[np.ndarray, np.ndarray] | None = None
 
     def advance(self, T: int, priorities: Any) -> None:
-        if priorities is not None and not self.input_priorities:
-            raise ValueError("priorities came with the samples, but input_priorities=False")
+        """Move the tree ``T`` rows on; ``priorities`` (None, or the samples' input ones:
+        checked by the buffer) are raised to ``alpha``."""
         if priorities is not None:
             priorities = np.asarray(priorities, np.float64) ** self.alpha
         # The tree moves at most this far at once; a longer append goes in pieces.

@@ -15,21 +15,22 @@ import numpy as np
 
 from rl_arrays import extract_sequences
 
-from ._base import BaseNStepReturnBuffer, _flatten
-from ._prioritized import Prioritizer
+from ._base import BaseNStepReturnBuffer, flatten_arrays
 from ._schemas import SequenceSamplesFromReplay, SequenceSamplesFromReplayPri
 
-__all__ = [
-    "PrioritizedSequenceReplayBuffer",
-    "PrioritizedSequenceReplayFrameBuffer",
-    "SequenceNStepReturnBuffer",
-    "UniformSequenceReplayBuffer",
-    "UniformSequenceReplayFrameBuffer",
-]
+__all__ = ["SequenceReplayBuffer"]
 
 
-class SequenceNStepReturnBuffer(BaseNStepReturnBuffer):
-    """n-step return storage that also keeps the agent's rnn state, and returns sequences."""
+class SequenceReplayBuffer(BaseNStepReturnBuffer):
+    """Replays ``[batch_T, batch_B]`` sequences, starting uniformly or by the priority of
+    their start (``prioritized``), and keeps the agent's rnn state.
+
+    ``SequenceReplayBuffer(example, size, B, rnn_state_interval, batch_T=None, *,
+    discount, n_step_return, prioritized, frame_based, shared_memory, ...)``: options as in
+    ``BaseNStepReturnBuffer``, but no ``time_limit``.  Prioritized: one sum-tree leaf per
+    stored rnn state, so ``batch_T`` is fixed at construction and appends must span whole
+    rnn-state intervals; ``input_priority_shift`` counts stored states.
+    """
 
     def __init__(
         self,
@@ -38,7 +39,7 @@ class SequenceNStepReturnBuffer(BaseNStepReturnBuffer):
         B: int,
         rnn_state_interval: int,
         batch_T: int | None = None,
-        **kwargs: Any,
+        **options: Any,
     ):
         if not isinstance(rnn_state_interval, (int, np.integer)) or rnn_state_interval < 0:
             raise ValueError(f"rnn_state_interval must be >= 0, got {rnn_state_interval!r}")
@@ -48,7 +49,7 @@ class SequenceNStepReturnBuffer(BaseNStepReturnBuffer):
             raise ValueError("rnn_state_interval > 0 needs a prev_rnn_state field in the example")
         self.rnn_state_interval = int(rnn_state_interval)
         self.batch_T = batch_T
-        super().__init__(example, size, B, **kwargs)
+        super().__init__(example, size, B, **options)
         if self.rnn_state_interval > 1:
             self.samples_prev_rnn_state = self._allocate(
                 example.prev_rnn_state, self.T // self.rnn_state_interval
@@ -56,10 +57,40 @@ class SequenceNStepReturnBuffer(BaseNStepReturnBuffer):
         if batch_T is not None:
             self._check_batch_T(batch_T)
 
+    def _check_options(self) -> None:
+        if self.time_limit:
+            raise ValueError(
+                "time_limit=True: sequence batches carry no timeout; use a ReplayBuffer"
+            )
+        if self.prioritized and self.batch_T is None:
+            raise ValueError(
+                "prioritized=True needs batch_T at construction (a prioritized sequence "
+                "buffer's tree holds the starts of whole batch_T sequences)"
+            )
+
+    @property
+    def _interval(self) -> int:
+        """Steps between possible sequence starts: between stored rnn states, or 1."""
+        return max(self.rnn_state_interval, 1)
+
+    def _priority_layout(self) -> tuple[int, int, int]:
+        """One row per stored rnn state: a start is valid while its whole sequence is."""
+        interval, batch_T = self._interval, self.batch_T
+        assert batch_T is not None  # (_check_options)
+        off_backward = math.ceil((self._off_backward(batch_T) + 1) / interval) - 1
+        off_forward = math.ceil(self.off_forward / interval)
+        if off_backward + off_forward >= self.T // interval:
+            raise ValueError(
+                f"{self.T} time steps per environment: once the buffer wraps, no sequence "
+                f"start at a stored rnn state (every {interval} steps) leaves room for "
+                f"batch_T={batch_T} plus n_step_return={self.n_step_return} steps; make "
+                "size larger"
+            )
+        return self.T // interval, off_backward, off_forward
+
     def _round_T(self, T: int) -> int:
         """A whole number of rnn-state intervals."""
-        interval = max(self.rnn_state_interval, 1)
-        return math.ceil(T / interval) * interval
+        return math.ceil(T / self._interval) * self._interval
 
     def _stored_example(self, example: Any) -> Any:
         if self.rnn_state_interval != 1 and "prev_rnn_state" in example._fields:
@@ -76,6 +107,18 @@ class SequenceNStepReturnBuffer(BaseNStepReturnBuffer):
     def _off_backward(self, batch_T: int) -> int:
         """Newest slots that cannot start a sequence: it would read unwritten steps."""
         return batch_T + self.n_step_return - 1
+
+    def _check_samples(self, samples: Any) -> int:
+        T_new = super()._check_samples(samples)
+        if self.prioritized and (self.t % self._interval or T_new % self._interval):
+            raise ValueError(
+                f"append whole rnn-state intervals of {self._interval} steps: got {T_new} "
+                f"steps at step {self.t}"
+            )
+        return T_new
+
+    def _advance_priorities(self, T_new: int, priorities: Any) -> None:
+        super()._advance_priorities(T_new // self._interval, priorities)  # a row per state
 
     def _write(self, idxs: Any, samples: Any, T_new: int) -> None:
         super()._write(idxs, samples, T_new)
@@ -128,130 +171,30 @@ class SequenceNStepReturnBuffer(BaseNStepReturnBuffer):
     def _state_arrays(self) -> dict[str, np.ndarray]:
         arrays = super()._state_arrays()
         if self.rnn_state_interval > 1:
-            arrays.update(_flatten("prev_rnn_state", self.samples_prev_rnn_state))
+            arrays.update(flatten_arrays("prev_rnn_state", self.samples_prev_rnn_state))
         return arrays
 
-
-class UniformSequenceReplayBuffer(SequenceNStepReturnBuffer):
-    """Replays sequences whose start is chosen uniformly among the valid ones."""
-
     def sample_idxs(self, batch_B: int, batch_T: int) -> tuple[np.ndarray, np.ndarray]:
-        """Random starts whose whole sequence (and previous step) holds valid data, and
-        that hold a stored rnn state."""
-        return self._sample_starts(
-            batch_B, self._off_backward(batch_T), max(self.rnn_state_interval, 1)
-        )
+        """Uniformly random starts whose whole sequence (and previous step) holds valid
+        data, and that hold a stored rnn state."""
+        return self._sample_starts(batch_B, self._off_backward(batch_T), self._interval)
 
     def sample_batch(self, batch_B: int, batch_T: int | None = None) -> Any:
         """``[batch_T, batch_B]`` sequences (``batch_T`` defaults to the one given at
-        construction)."""
+        construction); by priority with importance weights ``[batch_B]``."""
+        if self.prioritized and batch_T not in (None, self.batch_T):
+            raise ValueError(f"this buffer replays batch_T={self.batch_T} only")
         batch_T = self.batch_T if batch_T is None else batch_T
         if batch_T is None:
             raise ValueError("give batch_T here or when making the buffer")
         self._check_batch_T(batch_T)
         with self._reading():
-            T_idxs, B_idxs = self.sample_idxs(batch_B, batch_T)
-            return self.extract_batch(T_idxs, B_idxs, batch_T)
-
-
-class PrioritizedSequenceReplayBuffer(SequenceNStepReturnBuffer):
-    """Replays sequences drawn by the priority of their start.
-
-    The tree has one leaf per stored rnn state, so ``batch_T`` is fixed at construction
-    and appended batches must span whole rnn-state intervals.  Input priorities (one per
-    stored state, or [B]) with ``input_priority_shift`` are assigned that many states
-    earlier, e.g. to the start of the warm-up of the sequence they were computed on.
-    """
-
-    def __init__(
-        self,
-        example: Any,
-        size: int,
-        B: int,
-        rnn_state_interval: int,
-        batch_T: int,
-        alpha: float = 0.6,
-        beta: float = 0.4,
-        default_priority: float = 1.0,
-        unique: bool = False,
-        input_priorities: bool = False,
-        input_priority_shift: int = 0,
-        **kwargs: Any,
-    ):
-        if batch_T is None:
-            raise ValueError("a prioritized sequence buffer needs batch_T at construction")
-        super().__init__(example, size, B, rnn_state_interval, batch_T, **kwargs)
-        interval = max(self.rnn_state_interval, 1)
-        off_backward = math.ceil((self._off_backward(batch_T) + 1) / interval) - 1
-        off_forward = math.ceil(self.off_forward / interval)
-        if off_backward + off_forward >= self.T // interval:
-            raise ValueError(
-                f"size {size} gives {self.T} time steps per environment: once the buffer "
-                f"wraps, no sequence start at a stored rnn state (every "
-                f"{interval} steps) leaves room for batch_T={batch_T} plus "
-                f"n_step_return={self.n_step_return} steps; make size larger"
+            if not self.prioritized:
+                T_idxs, B_idxs = self.sample_idxs(batch_B, batch_T)
+                return self.extract_batch(T_idxs, B_idxs, batch_T)
+            off_backward = self._off_backward(batch_T)
+            rows, B_idxs, is_weights = self._sample_by_priority(
+                batch_B, off_backward, self._interval
             )
-        self.priorities = Prioritizer(
-            self.T // interval,
-            self.B,
-            off_backward,
-            off_forward,
-            alpha=alpha,
-            beta=beta,
-            default_priority=default_priority,
-            unique=unique,
-            input_priorities=input_priorities,
-            input_priority_shift=input_priority_shift,
-            rng=self.rng,
-            shared_memory=self.shared_memory,
-        )
-
-    def set_beta(self, beta: float) -> None:
-        """Anneal the importance-sampling exponent."""
-        self.priorities.beta = float(beta)
-
-    def _check_samples(self, samples: Any) -> int:
-        T_new = super()._check_samples(samples)
-        interval = max(self.rnn_state_interval, 1)
-        if self.t % interval or T_new % interval:
-            raise ValueError(
-                f"append whole rnn-state intervals of {interval} steps: got {T_new} steps "
-                f"at step {self.t}"
-            )
-        return T_new
-
-    def _advance_priorities(self, T_new: int, priorities: Any) -> None:
-        self.priorities.advance(T_new // max(self.rnn_state_interval, 1), priorities)
-
-    def sample_batch(self, batch_B: int, batch_T: int | None = None) -> Any:
-        """``[batch_T, batch_B]`` sequences by priority, with importance weights [batch_B]."""
-        if batch_T not in (None, self.batch_T):
-            raise ValueError(f"this buffer replays batch_T={self.batch_T} only")
-        interval = max(self.rnn_state_interval, 1)
-        with self._reading():
-            off_backward = self._off_backward(self.batch_T)
-            n_valid, _ = self._valid_starts(off_backward, interval)
-            self._check_batch_B(batch_B, n_valid, off_backward)
-            T_idxs, B_idxs, is_weights = self.priorities.sample(batch_B)
-            batch = self.extract_batch(T_idxs * interval, B_idxs, self.batch_T)
+            batch = self.extract_batch(rows * self._interval, B_idxs, batch_T)
         return SequenceSamplesFromReplayPri(*batch, is_weights=is_weights)
-
-    def update_batch_priorities(self, priorities: Any) -> None:
-        """New priorities for the last sampled sequences."""
-        with self._writing():
-            self.priorities.update_batch_priorities(priorities)
-
-    def _state_arrays(self) -> dict[str, np.ndarray]:
-        return {**super()._state_arrays(), **self.priorities.state_arrays()}
-
-
-class UniformSequenceReplayFrameBuffer(UniformSequenceReplayBuffer):
-    """Uniform sequence replay storing each frame once."""
-
-    frame_based = True
-
-
-class PrioritizedSequenceReplayFrameBuffer(PrioritizedSequenceReplayBuffer):
-    """Prioritized sequence replay storing each frame once."""
-
-    frame_based = True

@@ -78,7 +78,12 @@ class SumTree:
             stored for rows ``[t - shift, t + T - shift)`` (e.g. the starts of sequences
             whose training part those rows are).  At most ``off_backward``.
         rng: a ``np.random.Generator`` used for all sampling, or a seed for one.
+        shared_memory: arrays on OS shared memory, seen by every process the tree is
+            passed to; the caller serialises writes (None: the class attribute, True in
+            ``AsyncSumTree``; see the package README).
     """
+
+    shared_memory: bool = False
 
     def __init__(
         self,
@@ -90,7 +95,11 @@ class SumTree:
         enable_input_priorities: bool = False,
         input_priority_shift: int = 0,
         rng: np.random.Generator | int | None = None,
+        *,
+        shared_memory: bool | None = None,
     ):
+        default = type(self).shared_memory
+        self.shared_memory = default if shared_memory is None else bool(shared_memory)
         self.T = _int_at_least("T", T, 1)
         self.B = _int_at_least("B", B, 1)
         self.off_backward = _int_at_least("off_backward", off_backward, 0)
@@ -134,7 +143,7 @@ class SumTree:
     # --- storage -------------------------------------------------------------------------
 
     def _allocate(self, shape: int | tuple[int, ...], dtype: Any) -> np.ndarray:
-        return np.zeros(shape, dtype)
+        return np_mp_array(shape, dtype) if self.shared_memory else np.zeros(shape, dtype)
 
     def _make_views(self) -> None:
         # Plain ndarray views for the arithmetic (the stored arrays may be a subclass).
@@ -459,15 +468,6 @@ class SumTree:
 
 
 class AsyncSumTree(SumTree):
-    """A :class:`SumTree` whose tree, cursor and input priorities are in shared memory.
+    """rlpyt's name for a :class:`SumTree` on shared memory (``shared_memory=True``)."""
 
-    Pickling it (as a ``Process`` argument or through a queue, under ``fork``,
-    ``forkserver`` or ``spawn``) gives the other process the same tree and cursor.  Writes
-    (``advance``, ``update_batch_priorities``, ``load_state_dict``) must be serialised by
-    the caller, e.g. the replay buffer's read-write lock; ``sample`` only reads the tree.
-    The leaves remembered by ``sample`` belong to each process, and the random generator
-    is copied with the object: give each sampling process its own (``tree.rng = ...``).
-    """
-
-    def _allocate(self, shape: int | tuple[int, ...], dtype: Any) -> np.ndarray:
-        return np_mp_array(shape, dtype)
+    shared_memory = True

@@ -1,0 +1,109 @@
+"""Replay of single (n-step) transitions, with every option of the storage."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ._base import BaseNStepReturnBuffer
+from ._schemas import (
+    SamplesFromReplay,
+    SamplesFromReplayPri,
+    SamplesFromReplayTL,
+    SamplesFromReplayTLPri,
+)
+
+__all__ = ["ReplayBuffer"]
+
+
+class ReplayBuffer(BaseNStepReturnBuffer):
+    """Replays single transitions: uniformly, or by ``priority ** alpha`` (``prioritized``).
+
+    ``ReplayBuffer(example, size, B, discount, n_step_return, *, prioritized, frame_based,
+    time_limit, shared_memory, ...)``: options as in ``BaseNStepReturnBuffer``; any
+    combination works.  Batches are ``SamplesFromReplay`` (``...TL`` with ``time_limit``;
+    ``...Pri`` / ``...TLPri``, with importance weights, when prioritized).
+    """
+
+    def extract_observation(self, T_idxs: np.ndarray, B_idxs: np.ndarray) -> np.ndarray:
+        """Observations at ``[T_idxs, B_idxs]`` (re-assembled from frames in frame buffers)."""
+        return self._observation_at(T_idxs, B_idxs)
+
+    def extract_batch(self, T_idxs: np.ndarray, B_idxs: np.ndarray) -> Any:
+        """Training data at ``[T_idxs, B_idxs]``, with the targets ``n_step_return`` later.
+
+        numpy arrays with leading dim ``len(T_idxs)``; ``rl_arrays.torchify_buffer`` turns
+        the batch into tensors without copying.
+        """
+        s, n = self.samples, self.n_step_return
+        target_T = (T_idxs + n) % self.T
+        done_n = self.samples_done_n[T_idxs, B_idxs]
+        observation, target_observation = self._observation_pair(T_idxs, B_idxs, done_n)
+        fields = dict(
+            agent_inputs=self._agent_inputs(T_idxs, B_idxs, observation),
+            action=s.action[T_idxs, B_idxs],
+            return_=self.samples_return_[T_idxs, B_idxs],
+            done=s.done[T_idxs, B_idxs],
+            done_n=done_n,
+            target_inputs=self._agent_inputs(target_T, B_idxs, target_observation),
+        )
+        if self.time_limit:
+            fields.update(
+                timeout=s.timeout[T_idxs, B_idxs],
+                timeout_n=self.samples_timeout_n[T_idxs, B_idxs],
+            )
+            return SamplesFromReplayTL(**fields)
+        return SamplesFromReplay(**fields)
+
+    def _observation_pair(
+        self, T_idxs: np.ndarray, B_idxs: np.ndarray, done_n: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Observations at t and at t + n_step_return.  Frame buffers gather the frames of
+        both in one window and return two overlapping views of it, unless a reset within
+        the n steps means the target must zero frames the observation keeps."""
+        n = self.n_step_return
+        if not self.frame_based:
+            return self._observation_at(T_idxs, B_idxs), self._observation_at(
+                (T_idxs + n) % self.T, B_idxs
+            )
+        nf = self.n_frames
+        window = self._frames(T_idxs[:, None] + np.arange(1 - nf, 1 + n), B_idxs[:, None])
+        observation, target = window[:, :nf], window[:, n:]
+        self._zero_before_resets(observation, T_idxs, B_idxs)
+        if done_n.any():
+            target = target.copy()
+            self._zero_before_resets(target, (T_idxs + n) % self.T, B_idxs)
+        return observation, target
+
+    def sample_idxs(self, batch_B: int) -> tuple[np.ndarray, np.ndarray]:
+        """Uniformly random valid ``(T_idxs, B_idxs)``: never near the cursor, never unwritten."""
+        with self._reading():
+            return self._sample_starts(batch_B, self.n_step_return)
+
+    def sample_batch(self, batch_B: int, batch_T: int | None = None) -> Any:
+        """``batch_B`` transitions, uniformly or by priority (then with importance weights)."""
+        if batch_T is not None:
+            raise ValueError("single-transition buffers take no batch_T")
+        if not self.prioritized:
+            return self.sample_batches(batch_B, 1)
+        with self._reading():
+            T_idxs, B_idxs, is_weights = self._sample_by_priority(batch_B, self.n_step_return)
+            batch = self.extract_batch(T_idxs, B_idxs)
+        cls = SamplesFromReplayTLPri if self.time_limit else SamplesFromReplayPri
+        return cls(*batch, is_weights=is_weights)
+
+    def sample_batches(self, batch_B: int, n_batches: int) -> Any:
+        """``n_batches`` independent uniform batches of ``batch_B`` transitions, each drawn
+        as ``sample_batch`` draws one, extracted together (one gather instead of one per
+        batch): leading dim ``n_batches * batch_B``, batch ``i`` in rows ``i * batch_B`` to
+        ``(i + 1) * batch_B``.  Uniform buffers only: priorities change between batches."""
+        if self.prioritized:
+            raise ValueError(
+                "sample_batches draws uniformly; with prioritized=True use sample_batch"
+            )
+        if not isinstance(n_batches, (int, np.integer)) or n_batches < 1:
+            raise ValueError(f"n_batches must be a positive integer, got {n_batches!r}")
+        with self._reading():
+            T_idxs, B_idxs = self._sample_starts(batch_B, self.n_step_return, 1, n_batches)
+            return self.extract_batch(T_idxs, B_idxs)
