@@ -56,7 +56,8 @@ Given as rl-suite's argument, then rsl_rl's ``train_cfg`` entry:
 - Adam at 1e-3, adapted to the KL: ``desired_kl=0.01, linear_lr_schedule=False`` /
   ``schedule="adaptive", desired_kl=0.01`` (both divide the rate by 1.5 above twice the
   target, multiply it by 1.5 below half of it, within [1e-5, 1e-2], at every minibatch);
-- gradient norm clipped at 1.0;
+- gradient norm clipped at 1.0, the policy's and the value function's each on its own
+  (``clip_grad_separately=True`` / rsl_rl's ``clip_grad_norm_`` on the actor, then the critic);
 - advantages normalised over the whole batch: ``normalize_advantage=True`` /
   ``normalize_advantage_per_mini_batch=False`` (its default);
 - no observation normalisation (``normalize_observation=False`` / ``obs_normalization=False``).
@@ -67,8 +68,6 @@ side keeping its own way:
 - time limits (500 steps): ours records the time-out in ``env_info`` and uses the time-limit
   form of GAE (the time-out step's return is its own value, and the step is left out of the
   loss); rsl_rl adds ``gamma * V(s_t)`` to the reward of a time-out step and trains on it;
-- gradient clipping: ours clips the norm of all gradients together, rsl_rl the actor's and the
-  critic's separately (``clip_grad_norm_`` on each);
 - minibatches: ours draws a new random split of the batch at every epoch, rsl_rl draws one per
   update and reuses it for all 5 epochs;
 - advantage normalisation: ours over the valid steps (time-outs left out), std floored at
@@ -331,6 +330,7 @@ def run_ours(settings: Settings, seed: int) -> Run:
         value_loss_coeff=2 * VALUE_LOSS_COEF,
         entropy_loss_coeff=ENTROPY_COEF,
         clip_grad_norm=MAX_GRAD_NORM,
+        clip_grad_separately=True,
         gae_lambda=GAE_LAMBDA,
         minibatches=MINIBATCHES,
         epochs=EPOCHS,

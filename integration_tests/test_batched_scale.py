@@ -237,3 +237,60 @@ def test_the_adaptive_learning_rate_is_rsl_rls_on_the_minibatch_mean_kl(desired_
     without_timeout = float(kl[~timeout].mean())  # what averaging the losses' steps would give
     if desired_kl == 1.0:  # here the steps of the losses would have moved it up
         assert rsl_rl_rule(1e-3, without_timeout, desired_kl) != expected
+
+
+def test_separate_clipping_clips_the_policys_and_the_values_gradients_as_rsl_rl_does():
+    """``clip_grad_separately``: each network's gradient norm clipped on its own (rsl_rl's
+    ``clip_grad_norm_`` on the actor, then on the critic), checked against the same update
+    unclipped; and refused, before training, for an agent whose networks share weights."""
+    torch.manual_seed(1)
+    spaces = rl_samplers.TorchPendulum(1).spaces
+    agents = [rl_agents.MujocoFfAgent(model_kwargs=dict(hidden_sizes=[8])) for _ in range(2)]
+    for agent in agents:
+        agent.initialize(spaces)
+    agents[1].load_state_dict(agents[0].state_dict())
+    samples = _random_samples(agents[0], spaces)
+    max_norm = 0.05
+    for agent, clip in zip(agents, (max_norm, None), strict=True):
+        algo = rl_algos.PPO(
+            clip_grad_norm=clip,
+            clip_grad_separately=True,
+            OptimCls=torch.optim.SGD,
+            minibatches=1,
+            epochs=1,
+        )
+        algo.initialize(agent, n_itr=1, mid_batch_reset=True)
+        algo.optimize_agent(0, samples)
+    clipped, raw = (agent.gradient_groups() for agent in agents)
+    for got, grads in zip(clipped, raw, strict=True):
+        norm = torch.linalg.vector_norm(torch.stack([g.norm() for g in grads]))
+        assert norm > max_norm  # (so that clipping happened)
+        for g_clipped, g_raw in zip(got, grads, strict=True):
+            torch.testing.assert_close(g_clipped, g_raw * max_norm / (norm + 1e-6))
+    shared = rl_agents.MujocoLstmAgent(model_kwargs=dict(hidden_sizes=[8], lstm_size=8))
+    shared.initialize(spaces)  # (one LSTM and one head for the policy and the value)
+    with pytest.raises(TypeError, match="gradient_groups"):
+        rl_algos.PPO(clip_grad_separately=True).initialize(shared, n_itr=1)
+
+
+def _random_samples(agent, spaces, T=4, B=3):
+    observation = torch.randn(T, B, *spaces.observation.shape)
+    with torch.no_grad():  # (copies: log_std is a view of the parameter the steps change)
+        mean, log_std, value = (x.clone() for x in agent.model(observation, None, None))
+    A = mean.shape[-1]
+    done = torch.zeros(T, B, dtype=torch.bool)
+    return Samples(
+        agent=AgentSamplesBsv(
+            action=torch.randn(T, B, A),
+            prev_action=torch.zeros(T, B, A),
+            agent_info=AgentInfo(DistInfoStd(mean, log_std), value),
+            bootstrap_value=torch.zeros(B),
+        ),
+        env=EnvSamples(
+            observation=observation,
+            reward=torch.randn(T, B),
+            prev_reward=torch.zeros(T, B),
+            done=done,
+            env_info=namedarraytuple("EnvInfo", ["timeout"])(done),
+        ),
+    )

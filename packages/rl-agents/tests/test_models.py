@@ -342,6 +342,33 @@ class _OperationCount(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
+@pytest.mark.parametrize("make", [_categorical_ff, _mujoco_ff])
+def test_gradient_groups_are_the_policys_and_the_values_own(make):
+    """Two groups of views that hold every gradient entry once: zeroing one leaves the
+    gradients that the other's outputs alone send (MuJoCo's policy: mu and log_std)."""
+    model = make()
+    x = torch.randn(7, *OBS)
+
+    def backward(policy=True, value=True):
+        model.zero_grad()
+        *policy_outputs, value_output = model(x, None, None)
+        loss = sum(o.pow(2).sum() for o in policy_outputs) * policy
+        (loss + value_output.pow(2).sum() * value).backward()
+        return [p.grad.clone() for p in model.parameters()]
+
+    expected = {"policy": backward(value=False), "value": backward(policy=False)}
+    for kept, zeroed in (("value", 0), ("policy", 1)):
+        both = backward()
+        groups = model.gradient_groups()
+        assert_close(
+            sum(g.pow(2).sum() for g in groups[0] + groups[1]), sum(g.pow(2).sum() for g in both)
+        )
+        for view in groups[zeroed]:
+            view.zero_()
+        for param, grad in zip(model.parameters(), expected[kept], strict=True):
+            assert_close(param.grad, grad)
+
+
 def test_twin_mlp_chunk_rows_follow_the_widest_layer():
     """Chunks hold about _CPU_CHUNK_FLOATS floats of the pair's widest activations."""
     for hidden in ([64, 64], [256, 128, 64], [4096]):

@@ -336,6 +336,18 @@ class BaseAgent(abc.ABC):
     def parameters(self) -> Iterator[torch.nn.Parameter]:
         return self._require_model().parameters()
 
+    def gradient_groups(self) -> list[list[torch.Tensor]]:
+        """The gradients of each network the model holds (e.g. the policy's and the value
+        function's), as views that clipping may scale in place: the model's
+        ``gradient_groups()``. TypeError for a model without separate networks."""
+        groups = getattr(self._plain_model(), "gradient_groups", None)
+        if groups is None:
+            raise TypeError(
+                f"{type(self._plain_model()).__name__} has no gradient_groups(): its networks "
+                "(if several) share parameters, so their gradients cannot be told apart"
+            )
+        return groups()
+
     def named_parameters(self) -> Iterator[tuple[str, torch.nn.Parameter]]:
         return self._plain_model().named_parameters()
 

@@ -153,6 +153,11 @@ class _TwinMlp(torch.nn.Module):
         second = [self._member_forward(chunk, layers, 1) for chunk in chunks]
         return torch.cat(first), torch.cat(second)
 
+    def member_grads(self, member: int) -> list[torch.Tensor]:
+        """The gradients of member ``member``'s weights and biases, as views of the pair's
+        (scaling them in place scales that member's alone)."""
+        return [p.grad[member] for p in (*self.weights, *self.biases) if p.grad is not None]
+
     def _member_forward(self, x: torch.Tensor, layers: list[Any], member: int) -> torch.Tensor:
         """One member's MLP on ``x``; ``layers``: each layer's (weights, biases) per member."""
         h = x
@@ -388,6 +393,11 @@ class MujocoFfModel(VectorObservationModel):
         log_std = self.log_std.expand(T * B, -1)
         return restore_leading_dims((mu, log_std, value.squeeze(-1)), lead_dim, T, B)
 
+    def gradient_groups(self) -> list[list[torch.Tensor]]:
+        """The policy's gradients (its MLP's and ``log_std``'s) and the value function's."""
+        log_std = [] if self.log_std.grad is None else [self.log_std.grad]
+        return [self.mlps.member_grads(0) + log_std, self.mlps.member_grads(1)]
+
 
 class MujocoLstmModel(VectorObservationModel):
     """An MLP into an LSTM, with one linear head for the action means, log_std and value.
@@ -472,6 +482,10 @@ class CategoricalFfModel(VectorObservationModel):
         logits, value = self.mlps(self._flat_observation(observation, T, B, dtype))
         pi = F.softmax(logits, dim=-1)
         return restore_leading_dims((pi, value.squeeze(-1)), lead_dim, T, B)
+
+    def gradient_groups(self) -> list[list[torch.Tensor]]:
+        """The policy's gradients and the value function's."""
+        return [self.mlps.member_grads(0), self.mlps.member_grads(1)]
 
 
 class CategoricalLstmModel(VectorObservationModel):

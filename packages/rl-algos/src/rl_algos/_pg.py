@@ -51,7 +51,11 @@ def clip_grad_norm(params: Any, max_norm: float | None) -> torch.Tensor:
     where it is larger (None: not clipped), as ``torch.nn.utils.clip_grad_norm_`` computes
     it, in about a third of its time: without its grouping of the tensors by device and
     dtype on every call (a model's gradients sit on one device, in one dtype)."""
-    grads = [param.grad for param in params if param.grad is not None]
+    return clip_grads([param.grad for param in params if param.grad is not None], max_norm)
+
+
+def clip_grads(grads: list[torch.Tensor], max_norm: float | None) -> torch.Tensor:
+    """``clip_grad_norm`` on the gradient tensors themselves (or views of them)."""
     if not grads:
         return torch.zeros(())
     norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
@@ -96,6 +100,7 @@ class PolicyGradientAlgo:
         initial_optim_state_dict: dict[str, Any] | None,
         gae_lambda: float,
         normalize_advantage: bool | str,
+        clip_grad_separately: bool = False,
     ):
         check_number("discount", discount, 0, 1)
         check_number("learning_rate", learning_rate, 0)
@@ -119,6 +124,7 @@ class PolicyGradientAlgo:
             optim_kwargs = {"fused": True}
         self.optim_kwargs = dict(optim_kwargs or {})
         self.clip_grad_norm = clip_grad_norm
+        self.clip_grad_separately = bool(clip_grad_separately)
         self.initial_optim_state_dict = initial_optim_state_dict
         self.gae_lambda = gae_lambda
         self.normalize_advantage = self._check_normalize_advantage(normalize_advantage)
@@ -153,6 +159,14 @@ class PolicyGradientAlgo:
         self.batch_spec = batch_spec
         self.mid_batch_reset = bool(mid_batch_reset)
         self.world_size, self.rank = int(world_size), int(rank)
+        if self.clip_grad_separately:
+            gradient_groups = getattr(agent, "gradient_groups", None)
+            if gradient_groups is None:
+                raise TypeError(
+                    "clip_grad_separately=True needs an agent with gradient_groups() (the "
+                    f"gradients of its policy and value networks); {type(agent).__name__} has none"
+                )
+            gradient_groups()  # (an agent whose networks share parameters refuses here)
         self.optim_initialize(rank)
         if self.initial_optim_state_dict is not None:
             self.load_optim_state_dict(self.initial_optim_state_dict)
@@ -297,9 +311,16 @@ class PolicyGradientAlgo:
         return entropy, -self.entropy_loss_coeff * entropy
 
     def _clip_and_step(self) -> torch.Tensor:
-        """Clip the gradient norm, take an optimizer step; returns the norm before clipping
-        (a tensor: reading it as a number waits for the device)."""
-        grad_norm = clip_and_step(self._optimizer, self._params, self.clip_grad_norm)
+        """Clip the gradient norm (each network's with ``clip_grad_separately``), take an
+        optimizer step; returns the norm of all the gradients before clipping (a tensor:
+        reading it as a number waits for the device)."""
+        if self.clip_grad_separately:
+            groups = self._agent.gradient_groups()  # type: ignore[attr-defined]
+            norms = torch.stack([clip_grads(grads, self.clip_grad_norm) for grads in groups])
+            grad_norm = torch.linalg.vector_norm(norms)
+            self._optimizer.step()
+        else:
+            grad_norm = clip_and_step(self._optimizer, self._params, self.clip_grad_norm)
         self.update_counter += 1
         return grad_norm
 

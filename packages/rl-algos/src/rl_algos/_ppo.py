@@ -52,6 +52,10 @@ class PPO(PolicyGradientAlgo):
       of the value kept within ``value_clip`` of the sampled one, ``agent_info.value``.
     - ``normalize_advantage="minibatch"``: advantages standardised in each minibatch (over
       its valid steps) rather than over the whole batch (``True``).
+    - ``clip_grad_separately``: the policy's and the value function's gradient norms are
+      each clipped to ``clip_grad_norm`` (the agent's ``gradient_groups()`` tells them
+      apart), as rsl_rl clips its actor's and critic's, instead of their joint norm (where
+      a large value error shrinks the policy's step).
     - ``recurrent_minibatch``: ``"sequence"`` trains whole ``[T, B_mb]`` columns from each
       environment's ``prev_rnn_state`` at the first step, leaving out the steps after a
       done; ``"padded"`` cuts the columns at their dones into trajectories, zero state at an
@@ -81,6 +85,7 @@ class PPO(PolicyGradientAlgo):
         desired_kl: float | None = None,
         value_clip: float | None = None,
         recurrent_minibatch: str = "sequence",
+        clip_grad_separately: bool = False,
     ):
         super().__init__(
             discount=discount,
@@ -93,6 +98,7 @@ class PPO(PolicyGradientAlgo):
             initial_optim_state_dict=initial_optim_state_dict,
             gae_lambda=gae_lambda,
             normalize_advantage=normalize_advantage,
+            clip_grad_separately=clip_grad_separately,
         )
         check_count("minibatches", minibatches)
         check_count("epochs", epochs)
