@@ -14,6 +14,7 @@ from rl_runners_toys import (
 )
 
 from rl_runners import MinibatchRl, MinibatchRlEval, logger_context
+from rl_runners._minibatch_rl import mid_batch_reset
 
 RUNNER_COLUMNS = [
     "Iteration",
@@ -146,7 +147,7 @@ def test_startup_and_loop_call_the_components_as_rlpyt(tmp_path):
         ("shutdown",),
     ]
     assert algo.optimize_calls == [0, 1]
-    assert MinibatchRl(*make(), n_steps=8)._mid_batch_reset() is True
+    assert mid_batch_reset(make()[2]) is True
 
 
 def test_updates_are_counted_from_the_opt_info_without_update_counter(tmp_path):

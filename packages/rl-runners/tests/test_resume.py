@@ -92,7 +92,7 @@ def test_the_checkpoint_holds_everything_and_loads_with_weights_only(tmp_path):
     checkpoint = torch.load(run_dir / "params.pt", weights_only=True)
     assert (checkpoint["itr"], checkpoint["next_itr"], checkpoint["cum_steps"]) == (3, 4, 32)
     assert checkpoint["cum_updates"] == 8
-    assert checkpoint["cum_completed_trajs"] == runner._cum_completed_trajs > 0
+    assert checkpoint["cum_completed_trajs"] == runner.progress.cum_completed_trajs > 0
     assert set(checkpoint["agent_state_dict"]) == {"weight", "bias"}
     assert "state" in checkpoint["optimizer_state_dict"]["optimizer"]  # momentum buffers
     assert set(checkpoint["rng_state"]) >= {"torch", "numpy", "python"}

@@ -1,8 +1,10 @@
 """Training runners, the logger, checkpoints and exact resume.
 
-``MinibatchRl`` / ``MinibatchRlEval`` alternate ``sampler.obtain_samples`` and
-``algo.optimize_agent``, logging through ``logger`` (rlpyt's logger calls) into the run
-directory that ``logger_context`` sets up, with checkpoints that ``resume`` continues exactly.
+``MinibatchRl`` is the one training loop (``sampler.obtain_samples``, ``algo.optimize_agent``,
+a row and snapshot per log interval), given its parts: an ``Evaluator`` (``MinibatchRlEval``
+is the loop with one), a ``Checkpointer`` (snapshots that ``resume`` continues exactly) and
+the processes it runs in (``SyncRl``: a ``ProcessGroup``).  Rows go through ``logger``
+(rlpyt's logger calls) into the run directory that ``logger_context`` sets up.
 ``OnPolicyRunner`` offers rsl_rl's calls (``learn``, ``save``, ``load``,
 ``get_inference_policy``) on the same loop.
 """
@@ -11,10 +13,15 @@ from importlib.metadata import version
 
 from ._async_rl import AsyncRl, AsyncRlBase, AsyncRlEval
 from ._checkpoint import atomic_write, companion_path, find_checkpoint, load_checkpoint
+from ._checkpointer import CHECKPOINT_FORMAT, Checkpointer, read_checkpoint
+from ._evaluator import Evaluator
+from ._group import ProcessGroup, SingleProcess
 from ._logger import SNAPSHOT_MODES, Logger, logger, logger_context
-from ._minibatch_rl import CHECKPOINT_FORMAT, MinibatchRl, MinibatchRlBase, MinibatchRlEval
+from ._minibatch_rl import MinibatchRl, MinibatchRlBase, MinibatchRlEval
+from ._modes import AgentModes
 from ._on_policy import DeployedPolicy, OnPolicyRunner
 from ._prog_bar import ProgBarCounter
+from ._progress import Progress, TrajWindow
 from ._protocols import (
     AgentProtocol,
     AlgoProtocol,
@@ -32,6 +39,7 @@ __version__ = version("rl-runners")
 __all__ = [
     "CHECKPOINT_FORMAT",
     "SNAPSHOT_MODES",
+    "AgentModes",
     "AgentProtocol",
     "AlgoProtocol",
     "AsyncAgentProtocol",
@@ -40,18 +48,24 @@ __all__ = [
     "AsyncRlBase",
     "AsyncRlEval",
     "AsyncSamplerProtocol",
+    "Checkpointer",
     "DeployedPolicy",
+    "Evaluator",
     "InferenceAgentProtocol",
     "Logger",
     "MinibatchRl",
     "MinibatchRlBase",
     "MinibatchRlEval",
     "OnPolicyRunner",
+    "ProcessGroup",
     "ProgBarCounter",
+    "Progress",
     "SamplerProtocol",
+    "SingleProcess",
     "SyncRl",
     "SyncRlEval",
     "SyncRlMixin",
+    "TrajWindow",
     "atomic_write",
     "companion_path",
     "find_checkpoint",
@@ -61,6 +75,7 @@ __all__ = [
     "logger",
     "logger_context",
     "make_seed",
+    "read_checkpoint",
     "set_rng_state",
     "set_seed",
 ]

@@ -58,9 +58,13 @@ import torch.multiprocessing  # noqa: F401  (registers the pickling of shared te
 
 from rl_arrays import np_mp_array
 
+from ._evaluator import Evaluator
 from ._logger import logger
-from ._minibatch_rl import MinibatchRl, MinibatchRlBase, MinibatchRlEval, _count
+from ._minibatch_rl import MinibatchRl, mid_batch_reset, set_master_affinity
+from ._progress import algo_batch_size
+from ._protocols import AsyncAgentProtocol, AsyncAlgoProtocol, AsyncSamplerProtocol
 from ._seed import make_seed, set_seed
+from ._values import positive_int
 
 __all__ = ["AsyncRl", "AsyncRlBase", "AsyncRlEval"]
 
@@ -158,11 +162,11 @@ def run_async_sampler(
 
 def _evaluate(sampler: Any, ctrl: _Control, n_batches: int, min_itr_learn: int) -> None:
     """An evaluation after ``n_batches`` batches (skipped before the learning starts, as
-    ``MinibatchRlEval`` does), sent to the main process."""
+    the ``Evaluator`` does), sent to the main process."""
     itr = max(n_batches - 1, 0)
     infos: list[Any] = []
     start = time.time()
-    if itr == 0 or itr >= min_itr_learn - 1:
+    if not Evaluator.skips(itr, min_itr_learn):
         infos = list(sampler.evaluate_agent(itr))
     ctrl.messages.put(("eval", n_batches, infos, time.time() - start))
 
@@ -219,12 +223,12 @@ def _split_affinity(affinity: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     return dict(sampler), dict(optimizer[0])
 
 
-class AsyncRlBase(MinibatchRlBase):
+class AsyncRl(MinibatchRl):
     """Runs the sampler and the optimizer asynchronously (see the module for the processes,
     the synchronization and the pacing); the algorithm must keep its replay buffer on shared
     memory (``async_initialize``), the sampler be an asynchronous one.
 
-    Arguments as ``MinibatchRlBase``'s, ``n_steps`` counting sampler steps. ``affinity``:
+    Arguments and parts as ``MinibatchRl``'s, ``n_steps`` counting sampler steps. ``affinity``:
     ``{"sampler": {...}, "optimizer": [{...}]}`` (``rl_launch``'s ``encode_affinity(
     async_sample=True)``), the sampler's part given to ``sampler.initialize``, the
     optimizer's (``master_cpus``, ``master_torch_threads``, ``cuda_idx``) used here; one
@@ -245,9 +249,9 @@ class AsyncRlBase(MinibatchRlBase):
 
     def __init__(
         self,
-        algo: Any,
-        agent: Any,
-        sampler: Any,
+        algo: AsyncAlgoProtocol,
+        agent: AsyncAgentProtocol,
+        sampler: AsyncSamplerProtocol,
         n_steps: int | float,
         seed: int | None = None,
         affinity: Mapping[str, Any] | None = None,
@@ -258,7 +262,7 @@ class AsyncRlBase(MinibatchRlBase):
         **kwargs: Any,
     ):
         sampler_affinity, optimizer_affinity = _split_affinity(affinity)
-        self.max_sampler_lead = _count("max_sampler_lead", max_sampler_lead)
+        self.max_sampler_lead = positive_int("max_sampler_lead", max_sampler_lead)
         if start_method is not None and start_method not in mp.get_all_start_methods():
             raise ValueError(
                 f"start_method must be None or one of {mp.get_all_start_methods()}, got "
@@ -266,9 +270,9 @@ class AsyncRlBase(MinibatchRlBase):
             )
         self.start_method = start_method
         super().__init__(
-            algo,
+            algo,  # type: ignore[arg-type]
             agent,
-            sampler,
+            sampler,  # type: ignore[arg-type]
             n_steps,
             seed=seed,
             affinity=optimizer_affinity,
@@ -279,7 +283,7 @@ class AsyncRlBase(MinibatchRlBase):
         ratio = algo.replay_ratio
         if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not ratio > 0:
             raise ValueError(f"algo.replay_ratio must be a number > 0, got {ratio!r}")
-        if self._eval and getattr(sampler, "eval_n_envs", 1) == 0:
+        if self.evaluator is not None and getattr(sampler, "eval_n_envs", 1) == 0:
             raise ValueError(f"{type(self).__name__} evaluates: the sampler needs eval_n_envs > 0")
         self.sampler_affinity = sampler_affinity
         self._ctrl: _Control | None = None
@@ -327,7 +331,7 @@ class AsyncRlBase(MinibatchRlBase):
             self.agent,
             sampler_n_itr=n_itr,
             batch_spec=self.sampler.batch_spec,
-            mid_batch_reset=self._mid_batch_reset(),
+            mid_batch_reset=mid_batch_reset(self.sampler),
             examples=examples,
             world_size=1,
         )
@@ -335,15 +339,17 @@ class AsyncRlBase(MinibatchRlBase):
         updates = getattr(self.algo, "updates_per_optimize", 1)
         # Sampler iterations of data each optimize_agent call consumes at the replay ratio.
         self._itrs_per_call = (
-            updates * self._algo_batch_size() / (self.algo.replay_ratio * self.itr_batch_size)
+            updates
+            * algo_batch_size(self.algo, self.itr_batch_size)
+            / (self.algo.replay_ratio * self.itr_batch_size)
         )
         self._opt_calls = 0
         self._launch(double_buffer, replay_buffer, n_itr)
         # Only now: children inherit the CPU affinity, and CUDA must not precede a fork.
-        self._set_affinity()
+        set_master_affinity(self.affinity)
         self.agent.to_device(self.affinity.get("cuda_idx"))
         self.algo.optim_initialize(rank=0)
-        self.agent.train_mode(0)
+        self.modes.switch("train", 0)
         self.initialize_logging()
         return n_itr
 
@@ -370,7 +376,7 @@ class AsyncRlBase(MinibatchRlBase):
                 n_itr,
                 main_pid,
                 self.max_sampler_lead,
-                self.log_interval_itrs if self._eval else None,
+                self.log_interval_itrs if self.evaluator is not None else None,
                 self.min_itr_learn,
             ),
         )
@@ -396,8 +402,7 @@ class AsyncRlBase(MinibatchRlBase):
         however it ends. A child's failure raises RuntimeError with its traceback."""
         completed = False
         try:
-            self.startup()
-            self._before_training()
+            self._start(None)
             while not self._finished:
                 self._step()
             completed = True
@@ -414,15 +419,15 @@ class AsyncRlBase(MinibatchRlBase):
         """One turn of the main loop: take the children's news, write a row when one is
         due, else one optimize call when the pacing and the rows allow, else wait a little."""
         self._poll()
-        if self._eval:
+        if self.evaluator is not None:
             if self._eval_result is not None:
                 n_batches = self._eval_result[0]
                 self._write_row(n_batches)
-                self._finished = n_batches >= self.n_itr or self._reached_stop_return
+                self._finished = n_batches >= self.n_itr or self.stop_reached
                 return
         elif self._row_due():
             self._write_row(self._next_row)
-            self._finished = self._next_itr >= self.n_itr
+            self._finished = self._done_itrs() >= self.n_itr
             return
         copied = int(self._ctrl.state[_COPIED])
         # The next row's batches trained on: no more updates until that row is written, so
@@ -458,7 +463,7 @@ class AsyncRlBase(MinibatchRlBase):
     def _write_row(self, n_batches: int) -> None:
         """The row (and snapshot) after ``n_batches`` sampler iterations."""
         itr = max(n_batches - 1, 0)
-        self._next_itr = n_batches
+        self.progress.next_itr = n_batches
         logger.set_iteration(itr)
         with logger.prefix(f"itr #{itr} "):
             self._log_interval(itr)
@@ -476,7 +481,7 @@ class AsyncRlBase(MinibatchRlBase):
 
     def evaluate_agent(self, itr: int) -> tuple[list[Any], float]:
         """(``AsyncRlEval``) The sampler's process evaluates; here its result is taken."""
-        self.pbar.stop()
+        self.progress.pbar.stop()
         while self._eval_result is None:
             self._poll()
             if self._eval_result is None:
@@ -569,11 +574,10 @@ class AsyncRlBase(MinibatchRlBase):
     def shutdown(self) -> None:
         """Stop the progress bar, end the children (asking first, then terminating),
         release what they shared."""
-        pbar = getattr(self, "pbar", None)
-        if pbar is not None:
-            pbar.stop()
+        if self.progress is not None:
+            self.progress.pbar.stop()
         self._stop_children()
-        done = self._done_itrs() >= self.n_itr or self._reached_stop_return
+        done = self._done_itrs() >= self.n_itr or self.stop_reached
         logger.log("Training complete." if done else "Runner stopped.")
 
     def _stop_children(self) -> None:
@@ -614,14 +618,19 @@ class AsyncRlBase(MinibatchRlBase):
 
     # ------------------------------------------------------ diagnostics
 
-    def _diagnostics(self, itr: int, traj_infos: Sequence[Any] | None, eval_time: float) -> dict:
-        row = super()._diagnostics(itr, traj_infos, eval_time)
-        row["OptThrottle"] = self._throttle_time
-        self._throttle_time = 0.0
-        return row
+    def log_diagnostics(
+        self,
+        itr: int,
+        traj_infos: Sequence[Any] | None = None,
+        eval_time: float = 0.0,
+        prefix: str = "",
+    ) -> None:
+        """``MinibatchRl``'s row, with ``OptThrottle``: the seconds the optimizer waited."""
+        self.progress.extra["OptThrottle"], self._throttle_time = self._throttle_time, 0.0
+        super().log_diagnostics(itr, traj_infos, eval_time, prefix)
 
     def get_itr_snapshot(self, itr: int) -> dict[str, Any]:
-        """``MinibatchRlBase``'s, without the sampler's state (in its own process)."""
+        """``MinibatchRl``'s, without the sampler's state (in its own process)."""
         snapshot = super().get_itr_snapshot(itr)
         snapshot["sampler_state"] = False
         return snapshot
@@ -633,13 +642,13 @@ def _drain(q: Any) -> None:
             q.get_nowait()
 
 
-class AsyncRl(AsyncRlBase, MinibatchRl):
-    """Asynchronous RL logging the trajectories completed while sampling (online): the
-    statistics of the last ``log_traj_window`` at each log interval."""
+class AsyncRlEval(AsyncRl):
+    """``AsyncRl`` given an ``Evaluator(stop_return)``: evaluations run in the sampler's
+    process before training and at each log interval (once the optimizer has trained on the
+    interval's samples); their results come back to be logged here."""
+
+    def __init__(self, *args: Any, stop_return: float | None = None, **kwargs: Any):
+        super().__init__(*args, evaluator=Evaluator(stop_return), **kwargs)
 
 
-class AsyncRlEval(AsyncRlBase, MinibatchRlEval):
-    """Asynchronous RL with offline evaluation, run in the sampler's process before
-    training and at each log interval (once the optimizer has trained on the interval's
-    samples); its results come back to be logged here. ``stop_return`` as in
-    ``MinibatchRlEval``."""
+AsyncRlBase = AsyncRl  # (the name of what AsyncRl and AsyncRlEval shared)

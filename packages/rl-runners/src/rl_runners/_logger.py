@@ -20,24 +20,15 @@ from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
-import torch
 
 from ._checkpoint import atomic_write, companion_path, ctrl_c_deferred, save_pickle, save_torch
+from ._values import plain
 
 __all__ = ["SNAPSHOT_MODES", "Logger", "logger", "logger_context"]
 
 SNAPSHOT_MODES = ("none", "last", "all", "gap")
 
 _STAT_NAMES = ("Average", "Std", "Median", "Min", "Max")
-
-
-def _plain(value: Any) -> Any:
-    """A python scalar for numpy scalars and one-element tensors; anything else unchanged."""
-    if isinstance(value, torch.Tensor) and value.numel() == 1:
-        return value.item()
-    if isinstance(value, np.generic):
-        return value.item()
-    return value
 
 
 def _is_number(value: Any) -> bool:
@@ -134,7 +125,7 @@ class Logger:
 
     def record_tabular(self, key: str, val: Any) -> None:
         """Set ``key`` in the row that the next ``dump_tabular`` writes."""
-        self._tabular["".join(self._tabular_prefixes) + str(key)] = _plain(val)
+        self._tabular["".join(self._tabular_prefixes) + str(key)] = plain(val)
 
     def record_tabular_misc_stat(
         self, key: str, values: Sequence[Any], placement: str = "back"
@@ -143,7 +134,7 @@ class Logger:
         ``values`` (all NaN when empty); ``placement="front"`` names them ``Average<key>``..."""
         if placement not in ("front", "back"):
             raise ValueError(f"placement must be 'front' or 'back', got {placement!r}")
-        values = [_plain(v) for v in values]
+        values = [plain(v) for v in values]
         if values:
             arr = np.asarray(values)
             stats = (np.mean(arr), np.std(arr), np.median(arr), np.min(arr), np.max(arr))

@@ -1,111 +1,104 @@
-"""Single-process runners: sample a batch, optimize on it, log every few iterations.
+"""The training loop: sample a batch, optimize on it, a row and snapshot every log interval.
 
-``MinibatchRl`` logs the trajectories completed during training (online), ``MinibatchRlEval``
-evaluates the agent with ``sampler.evaluate_agent`` at each log interval (offline).
+Evaluation (``Evaluator``), checkpoints (``Checkpointer``) and the processes it runs in
+(``SingleProcess`` / ``ProcessGroup``) are parts it is given.
 """
 
 from __future__ import annotations
 
 import contextlib
-import math
 import os
-import pickle
-import time
-import uuid
-from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import psutil
 import torch
 
-from ._checkpoint import companion_path, find_checkpoint
-from ._logger import _plain, logger
-from ._prog_bar import ProgBarCounter
-from ._protocols import missing_methods
-from ._seed import get_rng_state, make_seed, set_rng_state, set_seed
+from ._checkpointer import CHECKPOINT_FORMAT, Checkpointer
+from ._evaluator import Evaluator
+from ._group import Group, SingleProcess
+from ._logger import logger
+from ._modes import AgentModes
+from ._progress import Progress, TrajStats, TrajWindow
+from ._protocols import AgentProtocol, AlgoProtocol, SamplerProtocol, missing_methods
+from ._seed import make_seed, set_seed
+from ._values import positive_int, traj_record
 
-__all__ = ["CHECKPOINT_FORMAT", "MinibatchRl", "MinibatchRlBase", "MinibatchRlEval"]
-
-CHECKPOINT_FORMAT = 1
-SAMPLER_STATE = "sampler_state"
-
-
-def _count(name: str, value: Any) -> int:
-    """A positive int from an int or an integral float such as ``1e5``."""
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return value
-
-
-def _traj_record(info: Any) -> dict[str, bool | int | float]:
-    """The public numeric fields of a trajectory info as python numbers (what is logged, and
-    what a checkpoint keeps of the trajectory window)."""
-    if isinstance(info, Mapping):
-        items = info.items()
-    elif hasattr(info, "_asdict"):
-        items = info._asdict().items()
-    else:
-        items = vars(info).items()
-    record = {}
-    for key, value in items:
-        value = _plain(value)
-        if not str(key).startswith("_") and isinstance(value, (bool, int, float)):
-            record[str(key)] = value
-    return record
+__all__ = [
+    "CHECKPOINT_FORMAT",
+    "MinibatchRl",
+    "MinibatchRlBase",
+    "MinibatchRlEval",
+    "mid_batch_reset",
+    "set_master_affinity",
+]
 
 
-class MinibatchRlBase:
-    """Startup, logging and checkpoints shared by the minibatch runners.
+def set_master_affinity(affinity: Mapping[str, Any]) -> None:
+    """This process's CPUs (``master_cpus``) and torch threads (``master_torch_threads``)."""
+    process = psutil.Process()
+    cpus = affinity.get("master_cpus")
+    try:
+        if cpus is not None and affinity.get("set_affinity", True):
+            process.cpu_affinity(list(cpus))
+        cpu_affinity: Any = process.cpu_affinity()
+    except AttributeError:  # macOS has no CPU affinity
+        cpu_affinity = "unavailable"
+    logger.log(f"Runner master CPU affinity: {cpu_affinity}.")
+    threads = affinity.get("master_torch_threads")
+    if threads is not None:
+        torch.set_num_threads(int(threads))
+    logger.log(f"Runner master Torch threads: {torch.get_num_threads()}.")
 
-    ``n_steps`` environment steps are run in iterations of one sampler batch, rounded up to
-    whole log intervals of ``log_interval_steps`` (at least one iteration).  ``seed=None``
-    draws one (``make_seed``).  ``affinity`` may hold ``master_cpus``, ``master_torch_threads``
-    and ``cuda_idx`` (the agent's GPU).  ``checkpoint_replay``: each snapshot also keeps the
-    algorithm's replay buffer (its ``save_replay(path)`` / ``load_replay(path)``), in an
-    ``.npz`` file beside it, so a resumed run learns from the same data.
 
-    ``train()`` runs from scratch; ``resume(path)`` continues a run from a checkpoint.  Rows
-    go to the active ``logger_context`` (``progress.csv``), one per log interval, followed by
-    a snapshot (see ``get_itr_snapshot``) that the snapshot mode may keep.
+def mid_batch_reset(sampler: Any) -> bool:
+    """The sampler's ``mid_batch_reset``, else its collector class's, else True."""
+    value = getattr(sampler, "mid_batch_reset", None)
+    if value is None:
+        value = getattr(getattr(sampler, "CollectorCls", None), "mid_batch_reset", True)
+    return bool(value)
+
+
+class MinibatchRl:
+    """Runs RL on minibatches: ``n_steps`` environment steps in iterations of one sampler
+    batch, rounded up to whole log intervals of ``log_interval_steps``; ``seed=None`` draws
+    one; ``affinity`` may hold ``master_cpus``, ``master_torch_threads``, ``cuda_idx``.
+
+    Parts: ``evaluator`` (None: rows summarize the last ``log_traj_window`` trajectories
+    completed while training; an ``Evaluator``: its offline evaluations), ``checkpointer``
+    (default ``Checkpointer(replay=checkpoint_replay)``), ``group`` (``SingleProcess()``).
+    ``train()`` runs from scratch, ``resume(path)`` continues a run from a checkpoint.
     """
 
-    _eval = False
     _protocols = ""  # which protocols the components must meet ("async": the Async* ones)
-    # Whether n_steps may be None: the run's length is then planned at startup (n_itr 0 till
-    # then; OnPolicyRunner, whose learn() says how long).
-    _n_steps_optional = False
+    _n_steps_optional = False  # (OnPolicyRunner: the length may be planned at startup)
     _continue_hint = "resume() continues from the last snapshot"
 
     def __init__(
         self,
-        algo: Any,
-        agent: Any,
-        sampler: Any,
+        algo: AlgoProtocol,
+        agent: AgentProtocol,
+        sampler: SamplerProtocol,
         n_steps: int | float | None,
         seed: int | None = None,
         affinity: Mapping[str, Any] | None = None,
         log_interval_steps: int | float = 1e5,
         checkpoint_replay: bool = False,
+        log_traj_window: int = 100,
+        *,
+        evaluator: Evaluator | None = None,
+        checkpointer: Checkpointer | None = None,
+        group: Group | None = None,
     ):
-        if checkpoint_replay and not (
-            hasattr(algo, "save_replay") and hasattr(algo, "load_replay")
-        ):
-            raise TypeError(
-                f"checkpoint_replay needs an algorithm with save_replay and load_replay; "
-                f"{type(algo).__name__} has no replay buffer to keep"
-            )
-        self.checkpoint_replay = bool(checkpoint_replay)
-        extra = ("evaluate_agent",) if self._eval else ()
-        for role, obj, more in (
-            ("algo", algo, ()),
-            ("agent", agent, ("eval_mode",) if self._eval else ()),
-            ("sampler", sampler, extra),
-        ):
-            missing = missing_methods(f"{self._protocols} {role}".strip(), obj, more)
+        if checkpointer is not None and checkpoint_replay:
+            raise ValueError("give checkpoint_replay or a checkpointer, not both")
+        self.checkpointer = checkpointer or Checkpointer(replay=checkpoint_replay)
+        self.checkpointer.check_algo(algo)
+        self.checkpoint_replay = self.checkpointer.replay
+        self.evaluator = evaluator
+        extra = {"agent": ("eval_mode",), "sampler": ("evaluate_agent",)} if evaluator else {}
+        for role, obj in (("algo", algo), ("agent", agent), ("sampler", sampler)):
+            missing = missing_methods(f"{self._protocols} {role}".strip(), obj, extra.get(role, ()))
             if missing:
                 protocol = f"{self._protocols.capitalize()}{role.capitalize()}Protocol"
                 raise TypeError(
@@ -115,8 +108,9 @@ class MinibatchRlBase:
         if n_steps is None and self._n_steps_optional:
             self.n_steps: int | None = None
         else:
-            self.n_steps = _count("n_steps", n_steps)
-        self.log_interval_steps = _count("log_interval_steps", log_interval_steps)
+            self.n_steps = positive_int("n_steps", n_steps)
+        self.log_interval_steps = positive_int("log_interval_steps", log_interval_steps)
+        self.log_traj_window = positive_int("log_traj_window", log_traj_window)
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
             raise ValueError(f"seed must be None or a non-negative int, got {seed!r}")
         if affinity is not None and not isinstance(affinity, Mapping):
@@ -128,9 +122,10 @@ class MinibatchRlBase:
                 f"got {batch_size!r}"
             )
         self.algo, self.agent, self.sampler = algo, agent, sampler
+        self.modes = AgentModes(agent)  # (the runner's one owner of the agent's mode)
         self.seed = seed
         self.affinity = dict(affinity or {})
-        self.rank, self.world_size = self._rank_world_size()
+        self.group = group or SingleProcess()
         self.itr_batch_size = batch_size * self.world_size
         if self.n_steps is not None and self.n_steps < self.itr_batch_size:
             raise ValueError(
@@ -139,10 +134,17 @@ class MinibatchRlBase:
             )
         self.log_interval_itrs = max(self.log_interval_steps // self.itr_batch_size, 1)
         self.n_itr = 0 if self.n_steps is None else self._rounded_n_itr()
+        self.progress: Progress | None = None  # (made at startup)
+        self.stop_reached = False  # an evaluation reached the evaluator's stop_return
+        self.min_itr_learn = 0
 
-    def _rank_world_size(self) -> tuple[int, int]:
-        """This process's rank and the number of processes training together."""
-        return 0, 1
+    @property
+    def rank(self) -> int:
+        return self.group.rank
+
+    @property
+    def world_size(self) -> int:
+        return self.group.world_size
 
     def _rounded_n_itr(self) -> int:
         assert self.n_steps is not None
@@ -153,8 +155,7 @@ class MinibatchRlBase:
 
     # ----------------------------------------------------------- startup
     def get_n_itr(self) -> int:
-        """Iterations to run: ``n_steps`` in sampler batches, rounded up to whole log
-        intervals of ``log_interval_itrs`` iterations."""
+        """Iterations to run (see the class)."""
         logger.log(f"Running {self.n_itr} iterations of minibatch RL.")
         return self.n_itr
 
@@ -162,32 +163,10 @@ class MinibatchRlBase:
         """What the trajectory infos need from elsewhere: the algorithm's discount."""
         return {"discount": self.algo.discount} if hasattr(self.algo, "discount") else {}
 
-    def _set_affinity(self) -> None:
-        process = psutil.Process()
-        cpus = self.affinity.get("master_cpus")
-        try:
-            if cpus is not None and self.affinity.get("set_affinity", True):
-                process.cpu_affinity(list(cpus))
-            cpu_affinity: Any = process.cpu_affinity()
-        except AttributeError:  # macOS has no CPU affinity
-            cpu_affinity = "unavailable"
-        logger.log(f"Runner master CPU affinity: {cpu_affinity}.")
-        threads = self.affinity.get("master_torch_threads")
-        if threads is not None:
-            torch.set_num_threads(int(threads))
-        logger.log(f"Runner master Torch threads: {torch.get_num_threads()}.")
-
-    def _mid_batch_reset(self) -> bool:
-        """The sampler's ``mid_batch_reset``, else its collector class's, else True."""
-        value = getattr(self.sampler, "mid_batch_reset", None)
-        if value is None:
-            value = getattr(getattr(self.sampler, "CollectorCls", None), "mid_batch_reset", True)
-        return bool(value)
-
     def startup(self) -> int:
         """Seed everything, initialize the sampler (which initializes the agent), move the
         agent to its device, initialize the algorithm and the logging; returns ``n_itr``."""
-        self._set_affinity()
+        set_master_affinity(self.affinity)
         if self.seed is None:
             self.seed = make_seed()
         set_seed(self.seed + self.rank)  # (ranks of a multi-process run explore differently)
@@ -206,62 +185,148 @@ class MinibatchRlBase:
             self.agent,
             n_itr=n_itr,
             batch_spec=self.sampler.batch_spec,
-            mid_batch_reset=self._mid_batch_reset(),
+            mid_batch_reset=mid_batch_reset(self.sampler),
             examples=examples,
             world_size=self.world_size,
             rank=self.rank,
         )
+        self.group.startup(self.agent)
         # (a replay algorithm knows it only now, from the sampler's batch size)
         self.min_itr_learn = int(getattr(self.algo, "min_itr_learn", 0))
         self.initialize_logging()
         return n_itr
 
     def initialize_logging(self) -> None:
-        self._opt_infos: dict[str, list[Any]] = {k: [] for k in self.algo.opt_info_fields}
-        self._traj_keys: list[str] = []
-        self._start_time = self._last_time = time.time()
-        self._cum_time_before = 0.0  # of the run before a resume
-        self._cum_time = 0.0
-        self._cum_completed_trajs = 0
-        self._cum_updates = 0  # counted from the OptInfo when the algo has no update_counter
-        self._last_update_counter = 0
-        self._next_itr = 0  # iterations done
-        self._last_log_next_itr = 0
-        self._stop_itr = self.n_itr  # where the current run of iterations ends
-        self.pbar = ProgBarCounter(self.log_interval_itrs)
+        trajs: TrajStats = self.evaluator or TrajWindow(self.log_traj_window)
+        self.progress = Progress(self.algo, self.itr_batch_size, self.log_interval_itrs, trajs)
+        self.progress.stop_itr = self.n_itr
 
     # --------------------------------------------------------- the loop
     def train(self) -> None:
-        """Run ``n_itr`` iterations from scratch (see the class)."""
+        """Run ``n_itr`` iterations from scratch."""
         self._run(None)
 
     def resume(self, path: str | os.PathLike) -> None:
-        """Continue the run whose checkpoint is ``path`` (a checkpoint file, or a run
-        directory: its ``params.pt``, else its latest ``itr_<n>.pt``) up to this runner's
-        ``n_steps``.
-
-        After the usual startup, restores the agent, the optimizer state, the counters, the
-        trajectory window, the random generators and (when saved) the sampler's state, then
-        drops the rows of the active ``progress.csv`` written after the checkpoint and goes
-        on appending to it.  Run it inside a ``logger_context`` on the same run directory
-        (``override_prefix=True``) to continue the same files.  Continuing is exact when the
-        sampler, agent and algorithm are built as before and their states cover everything
-        random; the checkpoint must come from a runner with the same batch size and log
-        interval.
-        """
-        checkpoint_path, checkpoint = _read_checkpoint(path)
-        sampler_state = self._check_checkpoint(checkpoint, checkpoint_path)
+        """Continue the run whose checkpoint is ``path`` (a file, or a run directory: its
+        ``params.pt``, else its latest ``itr_<n>.pt``) up to this runner's ``n_steps``,
+        inside a ``logger_context`` on the same run directory (see the README)."""
+        restore = self.checkpointer.for_resume(self, path)
         if self.seed is None:
-            self.seed = checkpoint["runner_state"]["seed"]
-        self._run((checkpoint_path, checkpoint, sampler_state))
+            self.seed = restore[1]["runner_state"]["seed"]
+        self._run(restore)
 
-    def _run(self, resume: tuple[Path, dict[str, Any], Any] | None) -> None:
-        """The training loop.  The sampler is shut down however it ends; an exception
-        (KeyboardInterrupt included) propagates after that, leaving progress.csv with every
-        row logged so far and the last snapshot in place."""
+    def _run(self, restore: tuple | None) -> None:
+        """Startup, then the iterations.  The sampler is shut down however it ends; an
+        exception (Ctrl-C included) propagates after that, every row and the last snapshot
+        in place."""
         with self._shutdown_guard():
-            n_itr = self._start(resume)
-            self._iterate(n_itr)
+            self._start(restore)
+            self._iterate(self.n_itr)
+
+    def _start(self, restore: tuple | None) -> None:
+        """Startup, then the checkpoint's states (``restore``: ``Checkpointer.restore``'s
+        arguments) or, on a fresh run, the evaluation before training."""
+        self.startup()
+        if restore is not None:
+            self.checkpointer.restore(self, *restore)
+        elif self.rank == 0 and self.evaluator is not None:
+            with logger.prefix("itr #0 "):
+                self.log_diagnostics(0, *self.evaluate_agent(0))
+        elif self.rank == 0:
+            logger.log(f"Optimizing over {self.log_interval_itrs} iterations.")
+
+    def _iterate(self, stop_itr: int) -> None:
+        """The iterations up to ``stop_itr`` (exclusive): act and step in the sampler, update,
+        then at each log interval evaluate, log and save."""
+        progress = self.progress
+        assert progress is not None
+        progress.stop_itr = stop_itr
+        for itr in range(progress.next_itr, stop_itr):
+            logger.set_iteration(itr)
+            with logger.prefix(f"itr #{itr} "):
+                self.modes.switch("sample", itr)
+                samples, traj_infos = self.sampler.obtain_samples(itr)
+                self.modes.switch("train", itr)
+                opt_info = self.algo.optimize_agent(itr, samples)
+                progress.next_itr = itr + 1
+                self.store_diagnostics(itr, traj_infos, opt_info)
+                if (itr + 1) % self.log_interval_itrs == 0:
+                    self._log_interval(itr)
+                    if self.stop_reached:
+                        break
+
+    def _log_interval(self, itr: int) -> None:
+        """Rank 0 evaluates (with an evaluator), writes the row and the snapshot; every rank
+        learns whether training ends here."""
+        if self.rank == 0 and self.evaluator is None:
+            self.log_diagnostics(itr)
+        elif self.rank == 0 and self.evaluator is not None:
+            traj_infos, eval_time = self.evaluate_agent(itr)
+            self.log_diagnostics(itr, traj_infos, eval_time)
+            self.stop_reached = self.stop_reached or self.evaluator.reached(traj_infos)
+        self.stop_reached = self.group.agree(self.stop_reached)
+
+    def evaluate_agent(self, itr: int) -> tuple[list[Any], float]:
+        """The evaluator's evaluation after ``itr``: ``(trajectory infos, seconds)``."""
+        assert self.evaluator is not None and self.progress is not None
+        self.progress.pbar.stop()
+        return self.evaluator.evaluate(self.sampler, self.modes, itr, self.min_itr_learn)
+
+    # ------------------------------------------------------ diagnostics
+    def store_diagnostics(
+        self, itr: int, traj_infos: Sequence[Any], opt_info: Any, completed: int | None = None
+    ) -> None:
+        """Keep this iteration's OptInfo and trajectories for the next row (rank 0 gets every
+        rank's).  ``completed``: how many completed when ``traj_infos`` holds only the last."""
+        assert self.progress is not None
+        count = len(traj_infos) if completed is None else completed
+        # Only a window's worth is read: a sampler may hand over a sequence that builds its
+        # infos when indexed (BatchedSampler: thousands of episodes per batch).
+        window = self.log_traj_window if self.evaluator is None else 0
+        records = [traj_record(info) for info in traj_infos[-window:]] if window else []
+        gathered = self.group.gather(count, records)
+        if gathered is not None:
+            self.progress.store(itr, gathered[1], gathered[0], opt_info)
+
+    def log_diagnostics(
+        self,
+        itr: int,
+        traj_infos: Sequence[Any] | None = None,
+        eval_time: float = 0.0,
+        prefix: str = "",
+    ) -> None:
+        """Write one row (``prefix`` before the runner's own column names; rlpyt used
+        ``"Diagnostics/"``), then the snapshot."""
+        assert self.progress is not None
+        if self.evaluator is not None:
+            traj_infos = self.evaluator.account(traj_infos, eval_time)
+        self.progress.write_row(itr, traj_infos, eval_time, prefix)
+        self.save_itr_snapshot(itr)
+        self.progress.next_interval()
+
+    # ------------------------------------------------------- checkpoints
+    def runner_state(self) -> dict[str, Any]:
+        """The runner's own bookkeeping, as plain values (a checkpoint's ``runner_state``)."""
+        assert self.progress is not None
+        return {
+            "seed": self.seed,
+            "n_itr": self.n_itr,
+            "log_interval_itrs": self.log_interval_itrs,
+            "itr_batch_size": self.itr_batch_size,
+            **self.progress.state(),
+        }
+
+    def get_itr_snapshot(self, itr: int) -> dict[str, Any]:
+        """Everything needed to continue the run after iteration ``itr``."""
+        return self.checkpointer.snapshot(self, itr)
+
+    def save_itr_snapshot(self, itr: int) -> None:
+        """The snapshot, if the logger's snapshot mode keeps it (sampler state beside it)."""
+        self.checkpointer.save(self, itr)
+
+    # ---------------------------------------------------------- shutdown
+    def _done_itrs(self) -> int:
+        return 0 if self.progress is None else self.progress.next_itr
 
     @contextlib.contextmanager
     def _shutdown_guard(self, always: bool = True) -> Iterator[None]:
@@ -281,48 +346,6 @@ class MinibatchRlBase:
             if always or not completed:
                 self._shutdown(completed)
 
-    def _start(self, resume: tuple[Any, ...] | None) -> int:
-        """Startup, then the checkpoint's states (``resume``: the arguments of
-        ``_restore``) or what comes before a fresh run's first iteration; returns ``n_itr``."""
-        n_itr = self.startup()
-        if resume is not None:
-            self._restore(*resume)
-        else:
-            self._before_training()
-        return n_itr
-
-    def _iterate(self, stop_itr: int) -> None:
-        """Run the iterations from ``_next_itr`` up to ``stop_itr`` (exclusive), a row (and
-        snapshot) after each one that ends a log interval; stops early once an evaluation
-        reached ``stop_return``."""
-        self._stop_itr = stop_itr
-        for itr in range(self._next_itr, stop_itr):
-            logger.set_iteration(itr)
-            with logger.prefix(f"itr #{itr} "):
-                self.agent.sample_mode(itr)
-                samples, traj_infos = self.sampler.obtain_samples(itr)
-                self.agent.train_mode(itr)
-                opt_info = self.algo.optimize_agent(itr, samples)
-                self._next_itr = itr + 1
-                self.store_diagnostics(itr, traj_infos, opt_info)
-                if (itr + 1) % self.log_interval_itrs == 0:
-                    self._log_interval(itr)
-                    if self._reached_stop_return:
-                        break
-
-    _reached_stop_return = False  # (MinibatchRlEval: an evaluation reached stop_return)
-
-    def _done_itrs(self) -> int:
-        return getattr(self, "_next_itr", 0)
-
-    def _before_training(self) -> None:
-        """What happens before the first iteration of a fresh run."""
-        logger.log(f"Optimizing over {self.log_interval_itrs} iterations.")
-
-    def _log_interval(self, itr: int) -> None:
-        """What happens at the end of each log interval."""
-        self.log_diagnostics(itr)
-
     def _shutdown(self, completed: bool) -> None:
         if completed:
             self.shutdown()
@@ -334,439 +357,44 @@ class MinibatchRlBase:
 
     def shutdown(self) -> None:
         """Stop the progress bar and shut the sampler down."""
-        pbar = getattr(self, "pbar", None)
-        if pbar is not None:
-            pbar.stop()
+        if self.progress is not None:
+            self.progress.pbar.stop()
         self.sampler.shutdown()
-        done = self._done_itrs() >= self.n_itr or self._reached_stop_return
-        logger.log("Training complete." if done else "Runner stopped.")
+        if self.rank == 0:
+            done = self._done_itrs() >= self.n_itr or self.stop_reached
+            logger.log("Training complete." if done else "Runner stopped.")
 
-    # ------------------------------------------------------ diagnostics
-    def _updates(self) -> int:
-        counter = getattr(self.algo, "update_counter", None)
-        return self._cum_updates if counter is None else int(counter)
 
-    def _algo_batch_size(self) -> int:
-        """Samples per update, for the replay ratio: the algorithm's ``batch_size``, else the
-        sampler batch split into the algorithm's ``minibatches`` (1 when it has none)."""
-        size = getattr(self.algo, "batch_size", None)
-        if isinstance(size, int) and not isinstance(size, bool) and size > 0:
-            return size
-        minibatches = getattr(self.algo, "minibatches", 1)
-        return self.itr_batch_size // max(int(minibatches), 1)
+class MinibatchRlEval(MinibatchRl):
+    """``MinibatchRl`` given an ``Evaluator(stop_return)``: rows of offline evaluations
+    before training and at each log interval."""
 
-    def store_diagnostics(
-        self, itr: int, traj_infos: Sequence[Any], opt_info: Any, completed: int | None = None
-    ) -> None:
-        """Keep this iteration's trajectory count and OptInfo values for the next row.
-        ``completed``: the trajectories completed, when ``traj_infos`` holds only the last
-        of them (None: all)."""
-        self._cum_completed_trajs += len(traj_infos) if completed is None else completed
-        for key, values in self._opt_infos.items():
-            new = getattr(opt_info, key, [])
-            values.extend(new if isinstance(new, (list, tuple)) else [new])
-        if self._opt_infos and getattr(self.algo, "update_counter", None) is None:
-            first = getattr(opt_info, next(iter(self._opt_infos)), [])
-            self._cum_updates += len(first) if isinstance(first, (list, tuple)) else 1
-        self.pbar.update(itr + 1 - self._last_log_next_itr)
-
-    def _diagnostics(self, itr: int, traj_infos: Sequence[Any] | None, eval_time: float) -> dict:
-        """The runner's own columns of a row."""
-        now = time.time()
-        self._cum_time = self._cum_time_before + now - self._start_time
-        train_time = now - self._last_time - eval_time
-        updates = self._updates()
-        new_updates = updates - self._last_update_counter
-        new_steps = (self._next_itr - self._last_log_next_itr) * self.itr_batch_size
-        cum_steps = self._next_itr * self.itr_batch_size
-        nan = math.nan
-        self._last_time = now
-        return {
-            "Iteration": itr,
-            "CumTime (s)": self._cum_time,
-            "CumSteps": cum_steps,
-            "CumCompletedTrajs": self._cum_completed_trajs,
-            "CumUpdates": updates,
-            "StepsPerSecond": new_steps / train_time if new_steps and train_time > 0 else nan,
-            "UpdatesPerSecond": new_updates / train_time if new_steps and train_time > 0 else nan,
-            "ReplayRatio": new_updates * self._algo_batch_size() / new_steps if new_steps else nan,
-            "CumReplayRatio": self._algo_batch_size() * updates / cum_steps if cum_steps else nan,
-        }
-
-    def log_diagnostics(
+    def __init__(
         self,
-        itr: int,
-        traj_infos: Sequence[Any] | None = None,
-        eval_time: float = 0.0,
-        prefix: str = "",
-    ) -> None:
-        """Write one row: the runner's columns (``prefix`` before their names; rlpyt used
-        ``"Diagnostics/"``), the trajectory and OptInfo statistics; then the snapshot."""
-        self.pbar.stop()
-        row = self._diagnostics(itr, traj_infos, eval_time)
-        with logger.tabular_prefix(prefix):
-            for key, value in row.items():
-                logger.record_tabular(key, value)
-        self._log_infos(traj_infos)
-        logger.dump_tabular()
-        self._end_interval()
-        self.save_itr_snapshot(itr)
-        if self._next_itr < self._stop_itr:
-            logger.log(f"Optimizing over {self.log_interval_itrs} iterations.")
-            self.pbar = ProgBarCounter(self.log_interval_itrs)
-
-    def _end_interval(self) -> None:
-        """Reset the per-interval bookkeeping after a row is written."""
-        self._last_update_counter = self._updates()
-        self._last_log_next_itr = self._next_itr
-
-    def _log_infos(self, traj_infos: Sequence[Any] | None = None) -> None:
-        """``<Name>Average/Std/Median/Min/Max`` of each trajectory field and OptInfo field;
-        trajectory fields seen before get NaN statistics when no trajectory completed, so
-        their columns stay.  Resets the stored OptInfo values."""
-        records = [_traj_record(i) for i in (self._window() if traj_infos is None else traj_infos)]
-        for key in records[0] if records else ():
-            if key not in self._traj_keys:
-                self._traj_keys.append(key)
-        for key in self._traj_keys:
-            logger.record_tabular_misc_stat(key, [r[key] for r in records if key in r])
-        for key, values in self._opt_infos.items():
-            logger.record_tabular_misc_stat(key, values)
-        self._opt_infos = {k: [] for k in self._opt_infos}
-
-    def _window(self) -> Sequence[Any]:
-        return []
-
-    # ------------------------------------------------------- checkpoints
-    def _runner_state(self) -> dict[str, Any]:
-        """The runner's own bookkeeping, as plain values."""
-        return {
-            "seed": self.seed,
-            "n_itr": self.n_itr,
-            "log_interval_itrs": self.log_interval_itrs,
-            "itr_batch_size": self.itr_batch_size,
-            "cum_time": self._cum_time,
-            "cum_updates_counted": self._cum_updates,
-            "last_update_counter": self._last_update_counter,
-            "traj_keys": list(self._traj_keys),
-            "progress_rows": logger.tabular_row_count,
-        }
-
-    def _load_runner_state(self, state: Mapping[str, Any]) -> None:
-        self._cum_time_before = self._cum_time = state["cum_time"]
-        self._cum_updates = state["cum_updates_counted"]
-        self._last_update_counter = state["last_update_counter"]
-        self._traj_keys = list(state["traj_keys"])
-
-    def get_itr_snapshot(self, itr: int) -> dict[str, Any]:
-        """Everything needed to continue the run after iteration ``itr`` (tensors, lists and
-        numbers only: it loads with ``torch.load(weights_only=True)``)."""
-        return {
-            "format": CHECKPOINT_FORMAT,
-            "runner": type(self).__name__,
-            "itr": itr,
-            "next_itr": self._next_itr,
-            "cum_steps": self._next_itr * self.itr_batch_size,
-            "cum_updates": self._updates(),
-            "cum_completed_trajs": self._cum_completed_trajs,
-            "agent_state_dict": self.agent.state_dict(),
-            "optimizer_state_dict": self.algo.optim_state_dict(),
-            "rng_state": get_rng_state(),
-            "runner_state": self._runner_state(),
-            "sampler_state": hasattr(self.sampler, "state_dict"),
-        }
-
-    def save_itr_snapshot(self, itr: int) -> None:
-        """Hand the snapshot to the logger, which writes it if its snapshot mode says so;
-        the sampler's state, when it has ``state_dict()``, is pickled beside it."""
-        path = logger.snapshot_path(itr)
-        if path is None:
-            return
-        self._write_snapshot(
-            path, itr, lambda params, pickles: logger.save_itr_params(itr, params, pickles)
+        algo: AlgoProtocol,
+        agent: AgentProtocol,
+        sampler: SamplerProtocol,
+        n_steps: int | float | None,
+        seed: int | None = None,
+        affinity: Mapping[str, Any] | None = None,
+        log_interval_steps: int | float = 1e5,
+        checkpoint_replay: bool = False,
+        *,
+        stop_return: float | None = None,
+        checkpointer: Checkpointer | None = None,
+    ):
+        super().__init__(
+            algo,
+            agent,
+            sampler,
+            n_steps,
+            seed,
+            affinity,
+            log_interval_steps,
+            checkpoint_replay,
+            evaluator=Evaluator(stop_return),
+            checkpointer=checkpointer,
         )
-        logger.log(f"Saved snapshot {path.name}.")
-
-    def _write_snapshot(
-        self,
-        path: Path,
-        itr: int,
-        write: Callable[[dict[str, Any], dict[str, Callable[[], Any]] | None], Any],
-        extra: Mapping[str, Any] | None = None,
-    ) -> None:
-        """The snapshot of ``itr`` (with ``extra`` keys) for the checkpoint file ``path``,
-        handed to ``write(params, pickles)``; the replay buffer, with ``checkpoint_replay``,
-        is saved beside ``path`` first and the one of the previous snapshot there removed."""
-        params = self.get_itr_snapshot(itr)
-        params.update(extra or {})
-        params["snapshot_id"] = snapshot_id = uuid.uuid4().hex
-        pickles = None
-        if params["sampler_state"]:
-            next_itr = self._next_itr
-
-            def sampler_state() -> dict[str, Any]:
-                state = self.sampler.state_dict()
-                return {"snapshot_id": snapshot_id, "next_itr": next_itr, "state": state}
-
-            pickles = {SAMPLER_STATE: sampler_state}
-        replay_file = None
-        if self.checkpoint_replay:  # named after the snapshot: never paired with another one
-            replay_file = _replay_path(path, snapshot_id)
-            self.algo.save_replay(replay_file)
-            params["replay_file"] = replay_file.name
-        write(params, pickles)
-        if replay_file is not None:  # the older snapshot's replay, now unused
-            for old in path.parent.glob(_replay_path(path, "*").name):
-                if old != replay_file:
-                    old.unlink(missing_ok=True)
-
-    def _check_checkpoint(self, checkpoint: Any, path: Path) -> Any:
-        """Refuse a checkpoint this runner cannot continue, before any work; return the
-        sampler's saved state (None when there is none to load)."""
-        self._check_compatible(checkpoint, path)
-        state = checkpoint["runner_state"]
-        if self.seed is not None and self.seed != state["seed"]:
-            raise ValueError(
-                f"cannot resume from {str(path)!r} with seed={self.seed}: the run used "
-                f"seed={state['seed']} (pass seed=None or the same seed)"
-            )
-        if checkpoint["next_itr"] > self.n_itr:
-            raise ValueError(
-                f"cannot resume from {str(path)!r}: it is after iteration "
-                f"{checkpoint['next_itr']}, beyond this runner's n_itr={self.n_itr} "
-                f"(n_steps={self.n_steps})"
-            )
-        return self._saved_sampler_state(checkpoint, path)
-
-    def _check_compatible(self, checkpoint: Any, path: Path, action: str = "resume from") -> None:
-        """An rl_runners checkpoint of the same batch size and log interval, whose replay
-        buffer (if it has one) is in place (``action``: what the errors say was refused)."""
-        if not isinstance(checkpoint, dict) or checkpoint.get("format") != CHECKPOINT_FORMAT:
-            raise ValueError(f"{str(path)!r} is not an rl_runners checkpoint (format 1)")
-        state = checkpoint["runner_state"]
-        for key in ("itr_batch_size", "log_interval_itrs"):
-            if state[key] != getattr(self, key):
-                raise ValueError(
-                    f"cannot {action} {str(path)!r}: it was saved with {key}={state[key]}, "
-                    f"this runner has {getattr(self, key)}"
-                )
-        replay_name = checkpoint.get("replay_file")
-        if replay_name is not None and not (path.parent / replay_name).is_file():
-            raise FileNotFoundError(
-                f"cannot {action} {str(path)!r}: its replay buffer {replay_name!r} is missing"
-            )
-
-    def _saved_sampler_state(
-        self, checkpoint: dict[str, Any], path: Path, required: bool = True
-    ) -> Any:
-        """The sampler's state pickled beside ``path`` (None when there is none to load).
-        A missing or mismatched file is an error when ``required``, else a warning."""
-        if not hasattr(self.sampler, "load_state_dict"):
-            if checkpoint["sampler_state"]:
-                logger.log(
-                    "WARNING: the sampler has no load_state_dict(); its saved state "
-                    "is not restored, so the environments start afresh."
-                )
-            return None
-        if not checkpoint["sampler_state"]:
-            logger.log("WARNING: the checkpoint holds no sampler state; environments start afresh.")
-            return None
-        sampler_file = companion_path(path, SAMPLER_STATE)
-        problem = None
-        if not sampler_file.is_file():
-            problem = f"its sampler state {str(sampler_file)!r} is missing"
-            if required:
-                raise FileNotFoundError(f"cannot resume from {str(path)!r}: {problem}")
-        else:
-            with open(sampler_file, "rb") as f:
-                saved = pickle.load(f)
-            if saved.get("snapshot_id") != checkpoint["snapshot_id"]:
-                problem = f"{str(sampler_file)!r} does not belong to {str(path)!r}"
-                if required:
-                    raise ValueError(
-                        f"{problem} (the run was stopped between writing the two); resume "
-                        "from another snapshot"
-                    )
-        if problem is not None:
-            logger.log(f"WARNING: {problem}; the environments start afresh.")
-            return None
-        return saved["state"]
-
-    def _restore(
-        self,
-        path: Path,
-        checkpoint: dict[str, Any],
-        sampler_state: Any,
-        load_optimizer: bool = True,
-    ) -> None:
-        """After startup: load the checkpoint's states (random generators last, since
-        loading the others may draw from them; the optimizer's only if ``load_optimizer``)
-        and drop later progress.csv rows."""
-        self.agent.load_state_dict(checkpoint["agent_state_dict"])
-        if load_optimizer:
-            self.algo.load_optim_state_dict(checkpoint["optimizer_state_dict"])
-        if getattr(self.algo, "update_counter", None) is not None:
-            self.algo.update_counter = checkpoint["cum_updates"]
-        if sampler_state is not None:
-            self.sampler.load_state_dict(sampler_state)
-        replay_name = checkpoint.get("replay_file")
-        if replay_name is not None:
-            if hasattr(self.algo, "load_replay"):
-                self.algo.load_replay(path.parent / replay_name)
-            else:
-                logger.log(
-                    "WARNING: the checkpoint holds a replay buffer this algorithm can't take."
-                )
-        elif hasattr(self.algo, "load_replay"):
-            logger.log("WARNING: the checkpoint holds no replay buffer; replay starts empty.")
-        self._next_itr = self._last_log_next_itr = checkpoint["next_itr"]
-        self._cum_completed_trajs = checkpoint["cum_completed_trajs"]
-        self._load_runner_state(checkpoint["runner_state"])
-        logger.truncate_tabular(checkpoint["runner_state"]["progress_rows"])
-        set_rng_state(checkpoint["rng_state"])
-        self._start_time = self._last_time = time.time()  # (time before is in cum_time)
-        self.pbar = ProgBarCounter(self.log_interval_itrs)
-        logger.log(f"Resumed from {path} after {self._next_itr} iterations.")
 
 
-def _read_checkpoint(path: str | os.PathLike) -> tuple[Path, Any]:
-    """The checkpoint file ``path`` names (see ``find_checkpoint``) and its content, loaded
-    onto the CPU with ``torch.load(weights_only=True)``; a file that is not one is a
-    ValueError."""
-    checkpoint_path = find_checkpoint(path)
-    try:
-        checkpoint = torch.load(checkpoint_path, map_location="cpu", weights_only=True)
-    except Exception as e:  # (pickle, zip and weights-only errors alike)
-        raise ValueError(
-            f"{str(checkpoint_path)!r} is not a checkpoint that torch.load(weights_only=True) "
-            f"can read: {e}"
-        ) from e
-    return checkpoint_path, checkpoint
-
-
-def _replay_path(checkpoint: Path, snapshot_id: str) -> Path:
-    return companion_path(checkpoint, f"replay-{snapshot_id}").with_suffix(".npz")
-
-
-class MinibatchRl(MinibatchRlBase):
-    """Runs RL on minibatches and logs, at each interval, statistics of the last
-    ``log_traj_window`` trajectories completed while training (online performance)."""
-
-    def __init__(self, *args: Any, log_traj_window: int = 100, **kwargs: Any):
-        self.log_traj_window = _count("log_traj_window", log_traj_window)
-        super().__init__(*args, **kwargs)
-
-    def initialize_logging(self) -> None:
-        super().initialize_logging()
-        self._traj_infos: deque[dict[str, Any]] = deque(maxlen=self.log_traj_window)
-        self._new_completed_trajs = 0
-
-    def store_diagnostics(
-        self, itr: int, traj_infos: Sequence[Any], opt_info: Any, completed: int | None = None
-    ) -> None:
-        self._new_completed_trajs += len(traj_infos) if completed is None else completed
-        # Only the window's worth is read: a sampler may hand over a sequence that builds
-        # its infos when indexed (BatchedSampler: thousands of episodes per batch).
-        window = traj_infos[-self.log_traj_window :]
-        self._traj_infos.extend(_traj_record(info) for info in window)
-        super().store_diagnostics(itr, traj_infos, opt_info, completed)
-
-    def _window(self) -> Sequence[Any]:
-        return self._traj_infos
-
-    def _diagnostics(self, itr: int, traj_infos: Sequence[Any] | None, eval_time: float) -> dict:
-        row = super()._diagnostics(itr, traj_infos, eval_time)
-        row["NewCompletedTrajs"] = self._new_completed_trajs
-        row["StepsInTrajWindow"] = sum(r.get("Length", 0) for r in self._traj_infos)
-        return row
-
-    def _end_interval(self) -> None:
-        super()._end_interval()
-        self._new_completed_trajs = 0
-
-    def _runner_state(self) -> dict[str, Any]:
-        return {**super()._runner_state(), "traj_window": [dict(r) for r in self._traj_infos]}
-
-    def _load_runner_state(self, state: Mapping[str, Any]) -> None:
-        super()._load_runner_state(state)
-        self._traj_infos = deque(state["traj_window"], maxlen=self.log_traj_window)
-
-
-class MinibatchRlEval(MinibatchRlBase):
-    """Runs RL on minibatches and evaluates the agent offline with
-    ``sampler.evaluate_agent`` before training and at each log interval.
-
-    ``stop_return``: training ends early, after the row and snapshot of the first evaluation
-    whose mean return reaches it (a task counted as solved).
-    """
-
-    _eval = True
-
-    def __init__(self, *args: Any, stop_return: float | None = None, **kwargs: Any):
-        if stop_return is not None and not (
-            isinstance(stop_return, (int, float)) and math.isfinite(stop_return)
-        ):
-            raise ValueError(f"stop_return must be a finite number or None, got {stop_return!r}")
-        self.stop_return = stop_return
-        super().__init__(*args, **kwargs)
-
-    def initialize_logging(self) -> None:
-        super().initialize_logging()
-        self._cum_eval_time = 0.0
-
-    def _before_training(self) -> None:
-        with logger.prefix("itr #0 "):
-            eval_traj_infos, eval_time = self.evaluate_agent(0)
-            self.log_diagnostics(0, eval_traj_infos, eval_time)
-
-    def _log_interval(self, itr: int) -> None:
-        eval_traj_infos, eval_time = self.evaluate_agent(itr)
-        self.log_diagnostics(itr, eval_traj_infos, eval_time)
-        returns = [_traj_record(info).get("Return", math.nan) for info in eval_traj_infos]
-        stop = self.stop_return
-        if stop is not None and returns and sum(returns) / len(returns) >= stop:
-            logger.log(f"Mean evaluation return reached stop_return={stop}: training ends.")
-            self._reached_stop_return = True
-
-    def evaluate_agent(self, itr: int) -> tuple[list[Any], float]:
-        """Offline evaluation: ``(trajectory infos, seconds it took)``; skipped (no
-        trajectories) before the algorithm's ``min_itr_learn``, except at iteration 0."""
-        self.pbar.stop()
-        if itr > 0 and itr < self.min_itr_learn - 1:
-            return [], 0.0
-        logger.log("Evaluating agent...")
-        self.agent.eval_mode(itr)
-        start = time.time()
-        traj_infos = list(self.sampler.evaluate_agent(itr))
-        eval_time = time.time() - start
-        logger.log("Evaluation runs complete.")
-        return traj_infos, eval_time
-
-    def log_diagnostics(
-        self,
-        itr: int,
-        traj_infos: Sequence[Any] | None = None,
-        eval_time: float = 0.0,
-        prefix: str = "",
-    ) -> None:
-        traj_infos = list(traj_infos or [])
-        if not traj_infos:
-            logger.log("WARNING: had no complete trajectories in eval.")
-        self._cum_eval_time += eval_time
-        super().log_diagnostics(itr, traj_infos, eval_time, prefix)
-
-    def _diagnostics(self, itr: int, traj_infos: Sequence[Any] | None, eval_time: float) -> dict:
-        row = super()._diagnostics(itr, traj_infos, eval_time)
-        records = [_traj_record(i) for i in traj_infos or []]
-        row["CumTrainTime"] = self._cum_time - self._cum_eval_time
-        row["CumEvalTime"] = self._cum_eval_time
-        row["StepsInEval"] = sum(r.get("Length", 0) for r in records)
-        row["TrajsInEval"] = len(records)
-        return row
-
-    def _runner_state(self) -> dict[str, Any]:
-        return {**super()._runner_state(), "cum_eval_time": self._cum_eval_time}
-
-    def _load_runner_state(self, state: Mapping[str, Any]) -> None:
-        super()._load_runner_state(state)
-        self._cum_eval_time = state["cum_eval_time"]
+MinibatchRlBase = MinibatchRl  # (rlpyt's name for what both share: now the one loop)

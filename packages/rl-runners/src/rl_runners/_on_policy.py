@@ -2,7 +2,7 @@
 ``get_inference_policy``) on ``MinibatchRl``'s loop, rows and checkpoints.
 
 ``learn(n)`` runs ``n`` more iterations with the loop that ``MinibatchRl.train`` runs
-(``MinibatchRlBase._iterate``), so rows, snapshots and checkpoints are the same; the sampler
+(``MinibatchRl._iterate``), so rows, snapshots and checkpoints are the same; the sampler
 stays up between calls until ``close()``.
 """
 
@@ -20,10 +20,12 @@ import torch
 
 from rl_arrays import buffer_to, torchify_buffer
 
-from ._checkpoint import companion_path, ctrl_c_deferred, save_pickle, save_torch
+from ._checkpointer import read_checkpoint, write_checkpoint
 from ._logger import logger
-from ._minibatch_rl import MinibatchRl, _count, _read_checkpoint
+from ._minibatch_rl import MinibatchRl
 from ._prog_bar import ProgBarCounter
+from ._protocols import AgentProtocol, AlgoProtocol, SamplerProtocol
+from ._values import positive_int
 
 __all__ = ["DeployedPolicy", "OnPolicyRunner"]
 
@@ -76,17 +78,6 @@ def _module_device(module: torch.nn.Module) -> torch.device | None:
     return None
 
 
-def _write_checkpoint(
-    path: Path, params: dict[str, Any], pickles: Mapping[str, Any] | None
-) -> None:
-    """The companion pickles, then the checkpoint, each atomically; a Ctrl-C meanwhile
-    takes effect once all are in place."""
-    with ctrl_c_deferred():
-        for name, make in (pickles or {}).items():
-            save_pickle(make(), companion_path(path, name))
-        save_torch(params, path)
-
-
 def _check_infos(infos: Any) -> None:
     """``infos`` must come back from ``torch.load(weights_only=True)``: try it in memory."""
     buffer = io.BytesIO()
@@ -137,9 +128,9 @@ class OnPolicyRunner(MinibatchRl):
 
     def __init__(
         self,
-        algo: Any,
-        agent: Any,
-        sampler: Any,
+        algo: AlgoProtocol,
+        agent: AgentProtocol,
+        sampler: SamplerProtocol,
         n_steps: int | float | None = None,
         seed: int | None = None,
         affinity: Mapping[str, Any] | None = None,
@@ -243,7 +234,7 @@ class OnPolicyRunner(MinibatchRl):
                     f"({self.current_learning_iteration} iterations); pass num_iterations "
                     "to go on"
                 )
-        n = _count("num_iterations", num_iterations)
+        n = positive_int("num_iterations", num_iterations)
         with self._shutdown_guard(always=False):
             if not self._started:
                 if self._planned_itrs is None:
@@ -252,8 +243,8 @@ class OnPolicyRunner(MinibatchRl):
             else:
                 self._resume_clock()
                 logger.log(f"Optimizing over {self.log_interval_itrs} iterations.")
-                self.pbar = ProgBarCounter(self.log_interval_itrs)
-            stop = self._next_itr + n
+                self.progress.pbar = ProgBarCounter(self.log_interval_itrs)
+            stop = self.progress.next_itr + n
             if stop > self.n_itr and not self._warned_past_n_itr:
                 self._warned_past_n_itr = True
                 logger.log(
@@ -263,8 +254,8 @@ class OnPolicyRunner(MinibatchRl):
                     "whole run to have them span it."
                 )
             self._iterate(stop)
-            if self._next_itr > self._last_log_next_itr:  # log what the last interval did
-                itr = self._next_itr - 1
+            if self.progress.next_itr > self.progress.last_log_next_itr:  # the last interval
+                itr = self.progress.next_itr - 1
                 logger.set_iteration(itr)
                 with logger.prefix(f"itr #{itr} "):
                     self._log_interval(itr)
@@ -274,8 +265,8 @@ class OnPolicyRunner(MinibatchRl):
         """Leave the time spent outside ``learn`` out of ``CumTime`` and the speeds."""
         if self._paused_at is not None:
             idle = time.time() - self._paused_at
-            self._start_time += idle
-            self._last_time += idle
+            self.progress.start_time += idle
+            self.progress.last_time += idle
             self._paused_at = None
 
     def train(self) -> None:
@@ -309,10 +300,11 @@ class OnPolicyRunner(MinibatchRl):
         self._ensure_started()
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._write_snapshot(
+        self.checkpointer.write(
+            self,
             path,
             self._done_itrs() - 1,
-            lambda params, pickles: _write_checkpoint(path, params, pickles),
+            lambda params, pickles: write_checkpoint(path, params, pickles),
             extra={"infos": infos},
         )
         logger.log(f"Saved checkpoint {path} after {self._done_itrs()} iterations.")
@@ -334,8 +326,8 @@ class OnPolicyRunner(MinibatchRl):
         a missing file with FileNotFoundError.
         """
         self._check_open()
-        checkpoint_path, checkpoint = _read_checkpoint(path)
-        self._check_compatible(checkpoint, checkpoint_path, "load")
+        checkpoint_path, checkpoint = read_checkpoint(path)
+        self.checkpointer.check(self, checkpoint, checkpoint_path, "load")
         state = checkpoint["runner_state"]
         missing = [key for key in _RUNNER_STATE_KEYS if key not in state]
         if missing:
@@ -346,10 +338,12 @@ class OnPolicyRunner(MinibatchRl):
                 "checkpoints of OnPolicyRunner and MinibatchRl); to take its agent alone: "
                 "agent.load_state_dict(rl_runners.load_checkpoint(path)['agent_state_dict'])"
             )
-        sampler_state = self._saved_sampler_state(checkpoint, checkpoint_path, required=False)
+        sampler_state = self.checkpointer.saved_sampler_state(
+            self, checkpoint, checkpoint_path, required=False
+        )
         restore = (checkpoint_path, checkpoint, sampler_state, bool(load_optimizer))
         if self._started:
-            self._restore(*restore)
+            self.checkpointer.restore(self, *restore)
             self._paused_at = time.time()
         else:
             if not self._seed_given:

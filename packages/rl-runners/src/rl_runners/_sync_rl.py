@@ -21,7 +21,6 @@ code, if it died without one) and stops every process it started.
 
 from __future__ import annotations
 
-import gc
 import multiprocessing as mp
 import multiprocessing.connection
 import os
@@ -34,11 +33,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import psutil
-import torch
 import torch.distributed as dist
 
+from ._evaluator import Evaluator
+from ._group import ProcessGroup
 from ._logger import logger
-from ._minibatch_rl import MinibatchRl, MinibatchRlEval, _traj_record
+from ._minibatch_rl import MinibatchRl
+from ._protocols import AgentProtocol, AlgoProtocol, SamplerProtocol
 from ._seed import make_seed
 
 __all__ = ["SyncRl", "SyncRlEval", "SyncRlMixin", "find_port"]
@@ -59,23 +60,21 @@ def _launched_by_torchrun() -> bool:
     return all(name in os.environ for name in _TORCHRUN_VARS)
 
 
-class SyncRlMixin:
-    """Runs a minibatch runner in ``world_size`` processes (see the module).
+class SyncRl(MinibatchRl):
+    """``MinibatchRl`` in ``world_size`` processes (see the module), on a ``ProcessGroup``.
 
     ``affinity``: a list of affinity dicts, one per process (``[{}, {}]`` for two plain CPU
-    processes; rl-launch's ``make_affinity`` gives one per GPU for multi-GPU runs).
-    ``start_method``: how local processes start (``"spawn"`` by default, safe with threads
-    and CUDA; ``"fork"`` / ``"forkserver"`` work too); the runner, with its sampler, agent and
-    algorithm, is pickled for spawn and forkserver, so their classes must be importable.
+    processes). ``start_method``: how local processes start (``"spawn"`` by default); the
+    runner is pickled for spawn and forkserver, so its parts' classes must be importable.
     The agent needs ``data_parallel()``; ``leave_data_parallel()``, if it has one, is called
     at the end, before the process group is destroyed.
     """
 
     def __init__(
         self,
-        algo: Any,
-        agent: Any,
-        sampler: Any,
+        algo: AlgoProtocol,
+        agent: AgentProtocol,
+        sampler: SamplerProtocol,
         n_steps: int | float,
         seed: int | None = None,
         affinity: Sequence[Mapping[str, Any]] | Mapping[str, Any] | None = None,
@@ -103,13 +102,9 @@ class SyncRlMixin:
             self._affinities = _local_affinities(affinity)
             rank, world_size = 0, len(self._affinities)
             own = self._affinities[0]
-        self._layout = (rank, world_size)
-        super().__init__(algo, agent, sampler, n_steps, seed, own, **kwargs)  # type: ignore[call-arg]
+        self.group: ProcessGroup = ProcessGroup(rank, world_size)
+        super().__init__(algo, agent, sampler, n_steps, seed, own, group=self.group, **kwargs)
 
-    def _rank_world_size(self) -> tuple[int, int]:
-        return self._layout
-
-    # ------------------------------------------------------------ starting
     def train(self) -> None:
         """Run the job: join it under torchrun, else start the local ranks and run rank 0."""
         if self._torchrun:
@@ -118,9 +113,9 @@ class SyncRlMixin:
                 self._run(None)
                 # Every rank done before any tears its connections down: a rank whose peer
                 # closed them first could abort in gloo's teardown (seen under load).
-                dist.barrier(group=self._object_group)
+                self.group.barrier()
             finally:
-                self._leave_process_group()
+                self.group.leave(self.agent)
         else:
             self._train_local()
 
@@ -134,29 +129,7 @@ class SyncRlMixin:
         """Join the process group (all ranks agree on the seed), and keep quiet unless rank 0."""
         if self.rank > 0:
             _detach_logger(self.rank)
-        cuda_idx = self.affinity.get("cuda_idx")
-        if cuda_idx is not None:
-            torch.cuda.set_device(cuda_idx)
-        backend = "gloo" if cuda_idx is None else "nccl"
-        dist.init_process_group(
-            backend, init_method=init_method, rank=self.rank, world_size=self.world_size
-        )
-        # Python objects (trajectory infos, the stop decision) always travel through gloo.
-        self._object_group = None if backend == "gloo" else dist.new_group(backend="gloo")
-        seed = [self.seed if self.seed is not None else make_seed()]
-        dist.broadcast_object_list(seed, src=0, group=self._object_group)
-        self.seed = seed[0]
-        logger.log(f"Joined {backend} process group: rank {self.rank} of {self.world_size}.")
-
-    def _leave_process_group(self) -> None:
-        """Destroy the process group, after the agent let go of it (``leave_data_parallel``,
-        where the agent has it): a group still held by DistributedDataParallel ends in the
-        interpreter's exit, where gloo's teardown sometimes aborts the process."""
-        leave = getattr(self.agent, "leave_data_parallel", None)
-        if leave is not None:
-            leave()
-            gc.collect()  # (the wrapper's reference cycles hold the group too)
-        dist.destroy_process_group()
+        self.seed = self.group.join(init_method, self.affinity, self.seed)
 
     def _train_local(self) -> None:
         if self.seed is None:
@@ -187,57 +160,20 @@ class SyncRlMixin:
         finally:
             _stop(workers)
             if dist.is_initialized():
-                self._leave_process_group()
+                self.group.leave(self.agent)
             messages.close()
         if failure is not None:
             raise RuntimeError(failure)
 
-    # ------------------------------------------------------ the loop, rank-aware
-    def startup(self) -> int:
-        n_itr = super().startup()  # type: ignore[misc]
-        self.agent.data_parallel()
-        return n_itr
 
-    def store_diagnostics(
-        self, itr: int, traj_infos: Sequence[Any], opt_info: Any, completed: int | None = None
-    ) -> None:
-        """Rank 0 counts the trajectories completed on every rank and keeps the last of
-        them (each rank sends its count and at most a trajectory window of records)."""
-        window = getattr(self, "log_traj_window", 0)  # (none kept with evaluation)
-        records = [_traj_record(info) for info in traj_infos[-window:]] if window else []
-        sent = (len(traj_infos), records)
-        gathered: list[Any] | None = [None] * self.world_size if self.rank == 0 else None
-        dist.gather_object(sent, gathered, dst=0, group=self._object_group)
-        if gathered is not None:
-            count = sum(n for n, _ in gathered)
-            everyone = [record for _, rank_records in gathered for record in rank_records]
-            super().store_diagnostics(itr, everyone, opt_info, count)  # type: ignore[misc]
+class SyncRlEval(SyncRl):
+    """``SyncRl`` given an ``Evaluator(stop_return)``; only rank 0 evaluates."""
 
-    def _before_training(self) -> None:
-        if self.rank == 0:
-            super()._before_training()  # type: ignore[misc]
-
-    def _log_interval(self, itr: int) -> None:
-        """Rank 0 logs (and evaluates); every rank learns whether training ends here."""
-        if self.rank == 0:
-            super()._log_interval(itr)  # type: ignore[misc]
-        stop = [self._reached_stop_return]
-        dist.broadcast_object_list(stop, src=0, group=self._object_group)
-        self._reached_stop_return = bool(stop[0])
-
-    def shutdown(self) -> None:
-        if self.rank == 0:
-            super().shutdown()  # type: ignore[misc]
-        else:
-            self.sampler.shutdown()
+    def __init__(self, *args: Any, stop_return: float | None = None, **kwargs: Any):
+        super().__init__(*args, evaluator=Evaluator(stop_return), **kwargs)
 
 
-class SyncRl(SyncRlMixin, MinibatchRl):
-    """``MinibatchRl`` in several processes; the trajectory window holds every rank's."""
-
-
-class SyncRlEval(SyncRlMixin, MinibatchRlEval):
-    """``MinibatchRlEval`` in several processes; only rank 0 evaluates."""
+SyncRlMixin = SyncRl  # (the name of what SyncRl and SyncRlEval shared)
 
 
 # ------------------------------------------------------------------ helpers
@@ -273,14 +209,14 @@ def _detach_logger(rank: int) -> None:
     logger.push_prefix(f"[rank {rank}] ")
 
 
-def _run_rank(runner: SyncRlMixin, rank: int, port: int, messages: Any) -> None:
+def _run_rank(runner: SyncRl, rank: int, port: int, messages: Any) -> None:
     """A local rank's process.  Ctrl-C is left to rank 0, which stops this process with
     SIGTERM (raised here as SystemExit, so the sampler shuts down)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     messages.put(("started", rank, ""))
     try:
-        runner.rank = rank
+        runner.group.rank = rank
         runner.affinity = runner._affinities[rank]  # type: ignore[index]
         runner._join(f"tcp://127.0.0.1:{port}")
         runner._run(None)
@@ -291,7 +227,7 @@ def _run_rank(runner: SyncRlMixin, rank: int, port: int, messages: Any) -> None:
         os._exit(1)  # at once: closed connections end the other ranks' waits with an error
     # Done: what happens to the process from here on (torch's teardown) cannot spoil the run.
     messages.put(("finished", rank, ""))
-    runner._leave_process_group()
+    runner.group.leave(runner.agent)
 
 
 def _exit_on_sigterm(signum: int, frame: Any) -> None:

@@ -1,0 +1,262 @@
+"""Snapshots and resume, a part a runner is given (``MinibatchRl(..., checkpointer=...)``)."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import uuid
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+import torch
+
+from ._checkpoint import companion_path, ctrl_c_deferred, find_checkpoint, save_pickle, save_torch
+from ._logger import logger
+from ._progress import Progress
+from ._seed import get_rng_state, set_rng_state
+
+__all__ = ["CHECKPOINT_FORMAT", "Checkpointer", "read_checkpoint", "write_checkpoint"]
+
+CHECKPOINT_FORMAT = 1
+SAMPLER_STATE = "sampler_state"
+
+Pickles = Mapping[str, Callable[[], Any]]
+
+
+class CheckpointedRunner(Protocol):
+    """What a ``Checkpointer`` reads and restores of a runner."""
+
+    algo: Any
+    agent: Any
+    sampler: Any
+    seed: int | None
+    n_steps: int | None
+    n_itr: int
+    itr_batch_size: int
+    log_interval_itrs: int
+    progress: Progress
+
+    def runner_state(self) -> dict[str, Any]: ...
+
+    def get_itr_snapshot(self, itr: int) -> dict[str, Any]: ...
+
+
+def read_checkpoint(path: str | os.PathLike) -> tuple[Path, Any]:
+    """The checkpoint file ``path`` names (see ``find_checkpoint``) and its content, loaded
+    onto the CPU with ``torch.load(weights_only=True)``; a file that is not one is a
+    ValueError."""
+    checkpoint_path = find_checkpoint(path)
+    try:
+        checkpoint = torch.load(checkpoint_path, map_location="cpu", weights_only=True)
+    except Exception as e:  # (pickle, zip and weights-only errors alike)
+        raise ValueError(
+            f"{str(checkpoint_path)!r} is not a checkpoint that torch.load(weights_only=True) "
+            f"can read: {e}"
+        ) from e
+    return checkpoint_path, checkpoint
+
+
+def write_checkpoint(path: Path, params: dict[str, Any], pickles: Pickles | None) -> None:
+    """The companion pickles, then the checkpoint, each atomically; a Ctrl-C meanwhile
+    takes effect once all are in place."""
+    with ctrl_c_deferred():
+        for name, make in (pickles or {}).items():
+            save_pickle(make(), companion_path(path, name))
+        save_torch(params, path)
+
+
+def _replay_path(checkpoint: Path, snapshot_id: str) -> Path:
+    return companion_path(checkpoint, f"replay-{snapshot_id}").with_suffix(".npz")
+
+
+class Checkpointer:
+    """Writes a runner's snapshots and restores them (see the README's "Checkpoints").
+
+    ``replay``: each snapshot also keeps the algorithm's replay buffer (its
+    ``save_replay(path)`` / ``load_replay(path)``) in an ``.npz`` beside it.
+    """
+
+    def __init__(self, replay: bool = False):
+        self.replay = bool(replay)
+
+    def check_algo(self, algo: Any) -> None:
+        if self.replay and not (hasattr(algo, "save_replay") and hasattr(algo, "load_replay")):
+            raise TypeError(
+                f"checkpoint_replay needs an algorithm with save_replay and load_replay; "
+                f"{type(algo).__name__} has no replay buffer to keep"
+            )
+
+    # --------------------------------------------------------------- writing
+    def snapshot(self, runner: CheckpointedRunner, itr: int) -> dict[str, Any]:
+        """Everything needed to continue after iteration ``itr`` (tensors, lists and
+        numbers only: it loads with ``torch.load(weights_only=True)``)."""
+        progress = runner.progress
+        return {
+            "format": CHECKPOINT_FORMAT,
+            "runner": type(runner).__name__,
+            "itr": itr,
+            "next_itr": progress.next_itr,
+            "cum_steps": progress.next_itr * runner.itr_batch_size,
+            "cum_updates": progress.updates(),
+            "cum_completed_trajs": progress.cum_completed_trajs,
+            "agent_state_dict": runner.agent.state_dict(),
+            "optimizer_state_dict": runner.algo.optim_state_dict(),
+            "rng_state": get_rng_state(),
+            "runner_state": runner.runner_state(),
+            "sampler_state": hasattr(runner.sampler, "state_dict"),
+        }
+
+    def save(self, runner: CheckpointedRunner, itr: int) -> None:
+        """The snapshot of ``itr``, if the logger's snapshot mode keeps one."""
+        path = logger.snapshot_path(itr)
+        if path is None:
+            return
+        self.write(runner, path, itr, lambda p, pickles: logger.save_itr_params(itr, p, pickles))
+        logger.log(f"Saved snapshot {path.name}.")
+
+    def write(
+        self,
+        runner: CheckpointedRunner,
+        path: Path,
+        itr: int,
+        write: Callable[[dict[str, Any], Pickles | None], Any],
+        extra: Mapping[str, Any] | None = None,
+    ) -> None:
+        """The snapshot of ``itr`` (with ``extra`` keys) for the file ``path``, handed to
+        ``write(params, pickles)``; the replay buffer, with ``replay``, is saved beside
+        ``path`` first and the one of the previous snapshot there removed."""
+        params = runner.get_itr_snapshot(itr)
+        params.update(extra or {})
+        params["snapshot_id"] = snapshot_id = uuid.uuid4().hex
+        pickles = None
+        if params["sampler_state"]:
+            next_itr, sampler = runner.progress.next_itr, runner.sampler
+
+            def sampler_state() -> dict[str, Any]:
+                state = sampler.state_dict()
+                return {"snapshot_id": snapshot_id, "next_itr": next_itr, "state": state}
+
+            pickles = {SAMPLER_STATE: sampler_state}
+        replay_file = None
+        if self.replay:  # named after the snapshot: never paired with another one
+            replay_file = _replay_path(path, snapshot_id)
+            runner.algo.save_replay(replay_file)
+            params["replay_file"] = replay_file.name
+        write(params, pickles)
+        if replay_file is not None:  # the older snapshot's replay, now unused
+            for old in path.parent.glob(_replay_path(path, "*").name):
+                if old != replay_file:
+                    old.unlink(missing_ok=True)
+
+    # --------------------------------------------------------------- reading
+    def for_resume(self, runner: CheckpointedRunner, path: str | os.PathLike) -> tuple:
+        """Read and check the checkpoint ``path`` names, before any work: the arguments
+        of ``restore``."""
+        checkpoint_path, checkpoint = read_checkpoint(path)
+        self.check(runner, checkpoint, checkpoint_path)
+        state = checkpoint["runner_state"]
+        if runner.seed is not None and runner.seed != state["seed"]:
+            raise ValueError(
+                f"cannot resume from {str(checkpoint_path)!r} with seed={runner.seed}: the run "
+                f"used seed={state['seed']} (pass seed=None or the same seed)"
+            )
+        if checkpoint["next_itr"] > runner.n_itr:
+            raise ValueError(
+                f"cannot resume from {str(checkpoint_path)!r}: it is after iteration "
+                f"{checkpoint['next_itr']}, beyond this runner's n_itr={runner.n_itr} "
+                f"(n_steps={runner.n_steps})"
+            )
+        sampler_state = self.saved_sampler_state(runner, checkpoint, checkpoint_path)
+        return checkpoint_path, checkpoint, sampler_state
+
+    def check(
+        self, runner: CheckpointedRunner, checkpoint: Any, path: Path, action: str = "resume from"
+    ) -> None:
+        """An rl_runners checkpoint of the runner's batch size and log interval, whose
+        replay buffer (if it has one) is in place (``action``: what the errors name)."""
+        if not isinstance(checkpoint, dict) or checkpoint.get("format") != CHECKPOINT_FORMAT:
+            raise ValueError(f"{str(path)!r} is not an rl_runners checkpoint (format 1)")
+        state = checkpoint["runner_state"]
+        for key in ("itr_batch_size", "log_interval_itrs"):
+            if state[key] != getattr(runner, key):
+                raise ValueError(
+                    f"cannot {action} {str(path)!r}: it was saved with {key}={state[key]}, "
+                    f"this runner has {getattr(runner, key)}"
+                )
+        replay_name = checkpoint.get("replay_file")
+        if replay_name is not None and not (path.parent / replay_name).is_file():
+            raise FileNotFoundError(
+                f"cannot {action} {str(path)!r}: its replay buffer {replay_name!r} is missing"
+            )
+
+    def saved_sampler_state(
+        self, runner: CheckpointedRunner, checkpoint: dict[str, Any], path: Path, required=True
+    ) -> Any:
+        """The sampler's state pickled beside ``path`` (None when there is none to load).
+        A missing or mismatched file is an error when ``required``, else a warning."""
+        if not hasattr(runner.sampler, "load_state_dict"):
+            if checkpoint["sampler_state"]:
+                logger.log(
+                    "WARNING: the sampler has no load_state_dict(); its saved state "
+                    "is not restored, so the environments start afresh."
+                )
+            return None
+        if not checkpoint["sampler_state"]:
+            logger.log("WARNING: the checkpoint holds no sampler state; environments start afresh.")
+            return None
+        sampler_file = companion_path(path, SAMPLER_STATE)
+        problem = None
+        if not sampler_file.is_file():
+            problem = f"its sampler state {str(sampler_file)!r} is missing"
+            if required:
+                raise FileNotFoundError(f"cannot resume from {str(path)!r}: {problem}")
+        else:
+            with open(sampler_file, "rb") as f:
+                saved = pickle.load(f)
+            if saved.get("snapshot_id") != checkpoint["snapshot_id"]:
+                problem = f"{str(sampler_file)!r} does not belong to {str(path)!r}"
+                if required:
+                    raise ValueError(
+                        f"{problem} (the run was stopped between writing the two); resume "
+                        "from another snapshot"
+                    )
+        if problem is not None:
+            logger.log(f"WARNING: {problem}; the environments start afresh.")
+            return None
+        return saved["state"]
+
+    def restore(
+        self,
+        runner: CheckpointedRunner,
+        path: Path,
+        checkpoint: dict[str, Any],
+        sampler_state: Any,
+        load_optimizer: bool = True,
+    ) -> None:
+        """After startup: load the checkpoint's states (random generators last, since
+        loading the others may draw from them; the optimizer's only if ``load_optimizer``)
+        and drop later progress.csv rows."""
+        algo = runner.algo
+        runner.agent.load_state_dict(checkpoint["agent_state_dict"])
+        if load_optimizer:
+            algo.load_optim_state_dict(checkpoint["optimizer_state_dict"])
+        if getattr(algo, "update_counter", None) is not None:
+            algo.update_counter = checkpoint["cum_updates"]
+        if sampler_state is not None:
+            runner.sampler.load_state_dict(sampler_state)
+        replay_name = checkpoint.get("replay_file")
+        if replay_name is not None:
+            if hasattr(algo, "load_replay"):
+                algo.load_replay(path.parent / replay_name)
+            else:
+                logger.log(
+                    "WARNING: the checkpoint holds a replay buffer this algorithm can't take."
+                )
+        elif hasattr(algo, "load_replay"):
+            logger.log("WARNING: the checkpoint holds no replay buffer; replay starts empty.")
+        state = checkpoint["runner_state"]
+        runner.progress.load_state(checkpoint["next_itr"], checkpoint["cum_completed_trajs"], state)
+        logger.truncate_tabular(state["progress_rows"])
+        set_rng_state(checkpoint["rng_state"])
+        logger.log(f"Resumed from {path} after {runner.progress.next_itr} iterations.")
