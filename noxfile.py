@@ -257,8 +257,9 @@ def benchmarks(session: nox.Session) -> None:
     # The peers the benchmarks compare against, installed here only and never declared by a
     # package; named with torch so that pip keeps the CPU build instead of pulling another one.
     peers = ["stable-baselines3", "rsl-rl-lib"]
-    # MuJoCo for sac_halfcheetah.py, matplotlib for the curves it draws.
-    session.install(TORCH, *peers, "gymnasium[mujoco]", "matplotlib")
+    # MuJoCo for sac_halfcheetah.py, matplotlib for the curves it draws, pytest for gpu.py's
+    # run of the tests marked cuda.
+    session.install(TORCH, *peers, *TEST_TOOLS, "gymnasium[mujoco]", "matplotlib")
     scripts = sorted((ROOT / "benchmarks").glob("*.py"))
     if not scripts:
         session.log("no benchmarks/*.py yet")

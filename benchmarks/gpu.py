@@ -84,9 +84,15 @@ def cuda_test_rows(args: argparse.Namespace) -> list[list[str]]:
     with tempfile.TemporaryDirectory(prefix="gpu-tests-") as tmp:
         report = Path(tmp) / "report.xml"
         command = [sys.executable, "-m", "pytest", "-m", "cuda", "-q", "-p", "no:cacheprovider"]
-        subprocess.run(
-            [*command, f"--junitxml={report}", *paths], cwd=ROOT, stdout=subprocess.DEVNULL
+        run = subprocess.run(
+            [*command, f"--junitxml={report}", *paths],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
         )
+        if not report.is_file():  # (pytest missing, or it could not start)
+            raise RuntimeError(f"pytest ran no tests (exit code {run.returncode}): {run.stderr}")
         cases = ET.parse(report).getroot().iter("testcase")
         outcomes = {"passed": [], "failed": [], "skipped": []}
         for case in cases:
