@@ -1,19 +1,10 @@
 """Asymmetric actor-critic: the policy and the value function read different observations.
 
-The critic may be given privileged information that the policy will not have when it is
-deployed (the full state of a simulator, say, where the policy sees only what its sensors
-show), as rsl_rl's ``critic_observations``: it only shapes the training signal, so the
-policy learns from better value estimates and still acts on its own observation alone.
-
-An observation here is any object with fields ``actor`` and ``critic`` (``[..., shape]``
-each, the same leading dims), e.g. rl-samplers' ``ActorCriticObservation``, which that
-package's ``BatchedSampler`` records for an env with a ``critic_observation_space``; the
-environment's observation space is one whose ``shape`` has fields ``actor`` and ``critic``
-(rl-samplers' ``Composite`` of the two spaces). Nothing here imports rl-samplers.
-
-The actor and the critic share nothing: each has its own observation normalisation
-(optional, with its own running statistics), its own MLP torso and, in the recurrent model,
-its own LSTM (so the critic's memory can hold what the actor's need not), and its own head.
+The critic may see privileged information (a simulator's full state, say) that the deployed
+policy will not have, as rsl_rl's ``critic_observations``; it only shapes the training signal.
+An observation is any object with fields ``actor`` and ``critic`` (the same leading dims), e.g.
+rl-samplers' ``ActorCriticObservation``; nothing here imports rl-samplers. The actor and the
+critic share no weights or statistics. Details: the package README, "Asymmetric models".
 """
 
 from __future__ import annotations
@@ -233,18 +224,12 @@ class AsymmetricFfModel(_AsymmetricModel):
     """Feed-forward asymmetric actor-critic: an MLP on ``observation.actor`` for the policy,
     a separate MLP on ``observation.critic`` for the state value.
 
-    ``forward(observation, prev_action, prev_reward)`` returns, for
-    ``policy="categorical"``, ``(pi, value)`` (pi: probabilities over ``action_size``
-    actions), for ``policy="gaussian"``, ``(mu, log_std, value)`` (mu linear, log_std a
-    learned state-independent parameter), with the observation's leading dims ([], [B] or
-    [T, B]); prev_action and prev_reward are not used.
-
-    ``critic_hidden_sizes`` defaults to ``hidden_sizes`` (64, 64). With
-    ``normalize_observation`` the actor's observation is standardised by running statistics
-    (``actor.obs_rms``), and the critic's (``critic.obs_rms``) too unless
-    ``normalize_critic_observation`` says otherwise; variance floored at
-    ``norm_obs_var_clip``, result clipped to ``[-norm_obs_clip, norm_obs_clip]``; the
-    statistics are buffers, saved in the state dict and changed only by ``update_obs_rms``.
+    ``forward(observation, prev_action, prev_reward)`` returns ``(pi, value)`` for
+    ``policy="categorical"`` and ``(mu, log_std, value)`` for ``policy="gaussian"``, with the
+    observation's leading dims; prev_action and prev_reward are unused. Observation
+    normalisation (``normalize_observation``, ``normalize_critic_observation``) changes its
+    statistics only in ``update_obs_rms``. Defaults and details: the package README,
+    "Asymmetric models".
     """
 
     def __init__(

@@ -151,19 +151,12 @@ class Categorical(DiscreteMixin, Distribution):
 class Gaussian(Distribution):
     """Diagonal Gaussian over ``dim`` real actions.
 
-    The std is either fixed on the distribution (``std``: a scalar or one value per dim;
-    ``set_std``) or read per datum from ``dist_info.log_std`` (when ``std`` is None),
-    optionally clamped to ``[min_std, max_std]``; the clamp is part of every formula.
-    Sampling options, all off by default:
-
-    * ``noise_clip``: the sampled noise is clamped to ``[-noise_clip, noise_clip]``;
-    * ``clip``: samples are clamped to ``[-clip, clip]``;
-    * ``squash``: samples become ``squash * tanh(u)``. ``log_likelihood(u, ...)`` then takes
-      the *pre-squash* value ``u`` and includes the change-of-variables term, so it is the
-      log-density of the squashed action; ``sample_loglikelihood`` returns both at once.
-
-    Noise clipping and sample clipping are not reflected in the formulas; ``entropy`` is not
-    defined with squashing. ``clip`` and ``squash`` exclude each other.
+    The std is fixed (``std``, ``set_std``) or read per datum from ``dist_info.log_std``
+    (``std=None``), optionally clamped to ``[min_std, max_std]``. Sampling options, all off
+    by default: ``noise_clip``, ``clip`` and tanh ``squash`` (``clip`` and ``squash`` exclude
+    each other). With ``squash``, ``log_likelihood`` takes the *pre-squash* value and scores
+    the squashed action; ``entropy`` is then undefined. Clipping is not reflected in the
+    formulas. Details: the package README, "Distributions".
     """
 
     def __init__(

@@ -1,49 +1,13 @@
 """Deployable policies: the acting part of a trained agent as a standalone module, and its
 export to TorchScript or ONNX.
 
-``agent.inference_policy()`` returns an ``InferencePolicy`` (feed-forward agents) or a
-``RecurrentInferencePolicy`` (recurrent agents): a copy of the weights the agent acts with,
-in eval mode and without gradients, holding no reference to the agent, that maps a batch of
-observations ``[B, ...]`` to the actions the agent takes in deterministic evaluation:
-
-* categorical policy-gradient agents: the most probable action; DQN and R2D1: the action
-  of highest Q-value; categorical DQN: the highest expected value ``sum(p * z)`` over the
-  atoms ``z`` set when the policy was made; all int64 ``[B]``;
-* Gaussian policy-gradient agents: the mean ``[B, A]``, in the model's units, neither
-  clipped nor rescaled (what their ``deterministic_eval=True`` step takes);
-* DDPG and TD3: ``mu``, SAC: ``tanh(mean)``, mapped onto the action space's ``[low,
-  high]`` as their ``step`` does in eval mode, ``[B, A]``;
-* asymmetric actor-critic agents: the actor alone, on the actor's observation (the
-  critic's weights are left out: a deployed policy has no privileged observation).
-
-Observation normalisation happens inside the models, so the copy carries the statistics
-(as they were when the policy was made) and applies them.
-
-Recurrent policies keep their state as buffers sized to the batch at the first call: the
-LSTM state ``h`` and ``c`` ``[num_layers, B, hidden_size]`` and the previous action (the
-models read it at each step; integer actions are one-hot encoded as the agent encodes
-them). The previous reward, which the models also read, comes from the caller:
-``policy(observation, prev_reward)``; without it the policy uses zeros (a deployment
-without a reward signal). ``reset()`` zeroes the state of every environment and
-``reset(env_mask)`` that of the environments where ``env_mask`` is true or non-zero, as
-the agent's ``reset`` / ``reset_one`` with the sampler's zero previous action and reward
-after an environment reset. A call with another batch size than the state's starts from
-zeros.
-
-``export_policy(agent_or_policy, path, format)`` writes
-
-* ``"torchscript"``: a ``torch.jit.load``-able module with the same interface as the
-  Python policy (``forward(observation)``, recurrent ``forward(observation,
-  prev_reward=None)``, ``reset(env_mask=None)``) and the recurrent state inside. The model
-  is traced (our models read shapes in Python), so the exported module serves the batch
-  size of the example observation only, and says so when called with another;
-* ``"onnx"`` (needs the ``onnx`` extra: ``pip install 'rl-agents[onnx]'``): a graph of a
-  fixed batch size as well. ONNX has no state, so a recurrent graph takes the state and
-  returns the next one explicitly: inputs ``observation``, ``h``, ``c``, ``prev_action``,
-  ``prev_reward``, outputs ``action``, ``h_out``, ``c_out``; the caller feeds ``action``,
-  ``h_out`` and ``c_out`` back at the next step and zeroes them (and the reward) for an
-  environment whose episode restarts. A feed-forward graph maps ``observation`` to
-  ``action``.
+``agent.inference_policy()`` returns an ``InferencePolicy`` (or, for recurrent agents, a
+``RecurrentInferencePolicy``): a frozen copy of the agent's acting weights, normalisation
+statistics included, that maps observations ``[B, ...]`` to the actions of the agent's
+deterministic evaluation. A recurrent one keeps its state inside: ``policy(observation,
+prev_reward=None)``, ``reset(env_mask=None)``. ``export_policy`` writes either kind to a
+file. What each agent's policy returns, the recurrent state and the exported interfaces:
+the package README, "Deploying policies and reusing weights".
 """
 
 import contextlib
@@ -709,18 +673,14 @@ def export_policy(
     format: str = "torchscript",
     example_observation: Any = None,
 ) -> Path:
-    """Write the deterministic policy of an agent (or an ``InferencePolicy`` /
-    ``RecurrentInferencePolicy`` from ``agent.inference_policy()``) to ``path``, as
-    ``format`` ``"torchscript"`` (load with ``torch.jit.load``) or ``"onnx"`` (needs the
-    ``onnx`` extra). Returns the path.
+    """Write the deterministic policy of an agent (or of its ``inference_policy()``) to
+    ``path`` as ``format`` ``"torchscript"`` (load with ``torch.jit.load``) or ``"onnx"``
+    (needs the ``onnx`` extra). Returns the path.
 
-    The module is traced on ``example_observation`` (a batch ``[B, ...]``; default one
-    zero observation of the space's dtype) and serves batches of that size B only. A
-    TorchScript module keeps a recurrent policy's state inside and has ``reset(env_mask=
-    None)``; an ONNX graph takes and returns the state (inputs ``observation, h, c,
-    prev_action, prev_reward``, outputs ``action, h_out, c_out``). See the module docs.
-    TorchScript is deprecated upstream (still supported by torch 2.x); ONNX is the format
-    with a future.
+    The module is traced on ``example_observation`` (a batch ``[B, ...]``; default one zero
+    observation) and serves batches of that size only. A TorchScript module keeps a recurrent
+    state inside; an ONNX graph takes it and returns the next one (inputs and outputs: the
+    package README). TorchScript is deprecated upstream; ONNX is the format with a future.
     """
     if format not in _FORMATS:
         raise ValueError(f"format must be one of {_FORMATS}, got {format!r}")

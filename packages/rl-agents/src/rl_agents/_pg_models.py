@@ -96,16 +96,14 @@ def _cpu_chunk_rows(widest: int) -> int:
 class _TwinMlp(torch.nn.Module):
     """Two MLPs with the same hidden sizes on the same input (a policy and a value function),
     evaluated as one: each layer is one batched matrix product over the pair, half the
-    operations of two separate MLPs in the forward pass, the backward pass and the optimizer
-    step (what a small network's training time is made of). The pair's parameters are
-    independent, each initialised as ``torch.nn.Linear`` is; the smaller output is padded to
-    the larger inside (the padding's weights get no gradient).
+    operations of two separate MLPs forward, backward and in the optimizer step. The two
+    members' parameters are independent, each initialised as ``torch.nn.Linear``; the smaller
+    output is padded to the larger inside (the padding gets no gradient).
 
     ``forward(x [N, input_size]) -> (first [N, output_sizes[0]], second [N, output_sizes[1]])``.
-    On the CPU a batch of ``_CPU_PER_MEMBER_ROWS`` rows or more runs member by member, in
-    chunks of ``chunk_rows`` rows (see ``_cpu_chunk_rows``), each through every layer while
-    its activations are still in the cache: the same parameters, the same outputs, and the
-    same gradients summed over the chunks.
+    On the CPU, from ``_CPU_PER_MEMBER_ROWS`` rows on, it runs member by member in chunks of
+    ``chunk_rows`` rows that stay in the cache (``_cpu_chunk_rows``), with the same outputs
+    and the same gradients.
     """
 
     def __init__(

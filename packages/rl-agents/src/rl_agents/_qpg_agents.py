@@ -426,18 +426,15 @@ class Td3Agent(DdpgAgent):
 
 
 class SacAgent(_QpgAgent):
-    """SAC: a Gaussian policy squashed by tanh (``ModelCls``, default ``PiMlpModel``, gives
-    the mean and log_std before the squash) and twin critics with target networks (no
-    policy target); hidden sizes default to [256, 256].
+    """SAC: a tanh-squashed Gaussian policy (``ModelCls``, default ``PiMlpModel``, gives the
+    mean and log_std before the squash) and twin critics with target networks (no policy
+    target); hidden sizes default to [256, 256].
 
-    ``pi`` samples ``a = tanh(u)``, ``u ~ N(mean, std)`` (reparameterised), and returns
-    ``log pi(a) = log N(u) - sum(log(1 - tanh(u)^2))``, the correction in the stable form
-    ``2 * (log 2 - u - softplus(-2u))``. Sample mode draws from the policy, or with the fixed
-    ``pretrain_std`` around its mean before ``min_itr_learn``; eval mode acts with
-    ``tanh(mean)``. The temperature (log_alpha) belongs to the algorithm.
-
-    ``state_dict()`` holds ``model``, ``q1_model``, ``q2_model``, ``target_q1_model`` and
-    ``target_q2_model``.
+    ``pi`` returns a reparameterised sample ``tanh(u)`` with its log-likelihood, the tanh
+    correction included. Sample mode uses ``pretrain_std`` around the mean before
+    ``min_itr_learn``; eval mode acts with ``tanh(mean)``. The temperature belongs to the
+    algorithm. ``state_dict()`` holds ``model``, ``q1_model``, ``q2_model``,
+    ``target_q1_model`` and ``target_q2_model``.
     """
 
     def __init__(

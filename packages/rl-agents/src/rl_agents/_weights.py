@@ -126,24 +126,16 @@ def load_weights(
     *,
     weights_only: bool = True,
 ) -> list[str]:
-    """Copy the weights of ``source`` whose keys start with one of ``prefixes`` (all of them
-    when None) into ``target``, renaming key prefixes by ``rename`` (``{"old.": "new."}``:
-    a key takes the longest old prefix it starts with); returns the target keys loaded.
+    """Copy the weights of ``source`` whose keys start with one of ``prefixes`` (all when
+    None) into ``target``, renaming key prefixes by ``rename`` (``{"old.": "new."}``, the
+    longest old prefix wins); returns the target keys loaded. The rest keeps its weights.
 
-    ``target`` is a ``torch.nn.Module`` or an agent (anything with ``state_dict`` and
-    ``load_state_dict``); ``source`` a state dict, a module or agent, or the path of a
-    checkpoint: a runner's (the agent's weights under ``"agent_state_dict"``) or a saved
-    state dict, read with ``torch.load(weights_only=True)`` (pass ``weights_only=False``
-    only for a file you trust). Nested state dicts, as the DQN-family and Q-policy-gradient
-    agents have (``{"model": {...}, "target": {...}}``), are addressed with dotted keys
-    (``"model.head."``), as are the target's.
-
-    Everything is checked before anything is loaded: each selected key must name an entry
-    of the target (with ``strict``; without it, keys the target lacks are skipped) of the
-    same shape (always: a shape mismatch is an error, as in ``load_state_dict``); a
-    ``ValueError`` lists every missing key and every mismatch, and also any prefix that
-    selects nothing (with ``strict``) and two keys renamed to the same one. The rest of the
-    target keeps its weights.
+    ``target``: a module or an agent; ``source``: a state dict, a module or agent, or a
+    checkpoint path, read with ``torch.load(weights_only=True)`` (``weights_only=False`` only
+    for a file you trust). Nested agent state dicts use dotted keys (``"model.head."``).
+    Everything is checked first: one ``ValueError`` lists every problem (missing keys with
+    ``strict``, shape mismatches, unused prefixes, rename collisions) and nothing is loaded.
+    Details: the package README, "Deploying policies and reusing weights".
     """
     if not callable(getattr(target, "state_dict", None)) or not callable(
         getattr(target, "load_state_dict", None)

@@ -74,27 +74,13 @@ class DQN(ReplayAlgo):
     """DQN trained from a replay buffer (rlpyt's algorithm and argument names).
 
     Each ``optimize_agent`` appends the sampler's batch to the replay buffer and, from
-    iteration ``min_itr_learn`` on, takes ``updates_per_optimize`` gradient steps
-    (``round(replay_ratio * sampler batch size / batch_size)``, at least one) on batches of
-    ``batch_size`` transitions. The target is ``return_ + discount**n_step_return * (1 -
-    done_n) * Q_target(s', a')`` with ``a'`` the target net's argmax, or the online net's with
-    ``double_dqn``; the loss is Huber with ``delta_clip`` (squared error when None), weighted
-    by importance weights with ``prioritized_replay``, whose new priorities are the absolute
-    TD errors (clipped at ``delta_clip``). Every ``target_update_interval`` updates the agent's
-    target moves by ``target_update_tau``.
-
-    From a uniform replay buffer the batches of many updates are drawn at once (see
-    ``ReplayAlgo._replayed_batches``); without ``double_dqn`` their targets are computed
-    at once too, before those updates (a draw then stops at each update of the target).
-
-    ``frame_buffer`` stores observations ``[n_frames, ...]`` (stacked image frames) one frame
-    per step. ``bootstrap_timelimit`` reads ``env_info.timeout`` from the samples: transitions
-    whose n-step window was truncated by a time limit are left out of the loss, since their
-    successor observation is not stored, instead of being taught a terminal value of zero.
-
-    For the asynchronous runner: ``async_initialize`` / ``optim_initialize`` and
-    ``optimize_agent(itr, sampler_itr=...)`` taking ``updates_per_sync`` updates (see
-    ``rl_algos._replay_algo``).
+    iteration ``min_itr_learn`` on, takes ``updates_per_optimize`` gradient steps on batches
+    of ``batch_size`` transitions: Huber loss (``delta_clip``) against the n-step target of
+    the target network (``double_dqn``: at the online net's argmax), importance-weighted and
+    reprioritised with ``prioritized_replay``. ``frame_buffer`` stores stacked frames once;
+    ``bootstrap_timelimit`` leaves transitions cut by a time limit out of the loss. The
+    asynchronous runner's entry points are those of ``ReplayAlgo``. Formulas, batching and
+    defaults: the package README, "The Q-learners".
     """
 
     OptInfoCls: Any = DqnOptInfo

@@ -35,32 +35,13 @@ class PPO(PolicyGradientAlgo):
     """Proximal Policy Optimization (clipped surrogate objective).
 
     Each ``optimize_agent`` makes ``epochs`` passes over the batch in ``minibatches`` random
-    minibatches (feed-forward agents: single steps drawn from all ``T * B``; recurrent agents:
-    the data of ``B / minibatches`` environments, see ``recurrent_minibatch``).
-    With ``linear_lr_schedule`` the learning rate and ``ratio_clip`` both fall linearly, by
-    the same factor ``(n_itr - itr) / n_itr`` during iteration ``itr``, reaching 0 after
-    ``n_itr`` calls (a ``LambdaLR`` stepped once per ``optimize_agent``).
-
-    Options from rsl_rl (their defaults keep the behaviour above):
-
-    - ``desired_kl``: the learning rate adapts at every step to the minibatch's mean
-      KL(old || new), read from that step's forward pass before the optimizer step: divided
-      by 1.5 (not below 1e-5) when it is above ``2 * desired_kl``, multiplied by 1.5 (not above
-      1e-2) when it is positive and below ``desired_kl / 2``; averaged over processes under
-      torch.distributed, so that they all keep the same rate. Excludes ``linear_lr_schedule``.
-    - ``value_clip``: the value loss is the larger of the squared errors of the new value and
-      of the value kept within ``value_clip`` of the sampled one, ``agent_info.value``.
-    - ``normalize_advantage="minibatch"``: advantages standardised in each minibatch (over
-      its valid steps) rather than over the whole batch (``True``).
-    - ``clip_grad_separately``: the policy's and the value function's gradient norms are
-      each clipped to ``clip_grad_norm`` (the agent's ``gradient_groups()`` tells them
-      apart), as rsl_rl clips its actor's and critic's, instead of their joint norm (where
-      a large value error shrinks the policy's step).
-    - ``recurrent_minibatch``: ``"sequence"`` trains whole ``[T, B_mb]`` columns from each
-      environment's ``prev_rnn_state`` at the first step, leaving out the steps after a
-      done; ``"padded"`` cuts the columns at their dones into trajectories, zero state at an
-      episode's start (stored state for those that began before the batch), left-aligned and
-      padded to ``T`` (``split_and_pad_trajectories``), so every step is trained on.
+    minibatches (single steps for feed-forward agents, whole environments for recurrent ones).
+    ``linear_lr_schedule`` anneals the learning rate and ``ratio_clip`` linearly to 0 over
+    ``n_itr`` calls. Options from rsl_rl, all off by default: ``desired_kl`` (adaptive
+    learning rate; excludes ``linear_lr_schedule``), ``value_clip``,
+    ``normalize_advantage="minibatch"``, ``clip_grad_separately`` (the policy's and the
+    value function's gradient norms clipped each on its own) and
+    ``recurrent_minibatch="padded"``. What each does: the package README, "PPO in detail".
     """
 
     opt_info_fields: tuple[str, ...] = PpoOptInfo._fields

@@ -72,21 +72,13 @@ def sequence_priorities(
 class R2D1(DQN):
     """Recurrent DQN trained on replayed sequences (rlpyt's R2D1 and argument names).
 
-    Sequences of ``warmup_T + batch_T`` steps (plus ``n_step_return`` for the targets) start
-    at steps whose rnn state was stored (every ``store_rnn_state_interval`` steps; 0 stores
-    none and starts from the agent's zero state). The first ``warmup_T`` steps only bring
-    the stored state up to date, without grad, for the online and the target network alike;
-    an episode that ended during the warm-up restarts both from a zero state. The loss
-    covers the next ``batch_T`` steps up to the first done: squared error (Huber with
-    ``delta_clip``) against ``h(return_ + discount**n * (1 - done_n) * h^-1(Q_target))``,
-    with ``h`` :func:`value_rescale`. Sequence priorities mix the max and mean absolute TD
-    errors with ``pri_eta``; with ``input_priorities`` new samples enter with priorities
-    computed from the Q-values the agent recorded while sampling (``agent_info.q``),
-    assigned ``input_priority_shift`` stored states earlier (default
-    ``warmup_T // store_rnn_state_interval``: the sequence whose training part they are).
-
-    ``batch_size`` (samples per update, for the replay ratio) is ``(batch_T + warmup_T) *
-    batch_B``, as in rlpyt.
+    Sequences of ``warmup_T + batch_T`` steps (plus ``n_step_return``) start at stored rnn
+    states (every ``store_rnn_state_interval`` steps; 0: from the agent's zero state). The
+    warm-up runs without grad; the loss covers the next ``batch_T`` steps up to the first done,
+    on value-rescaled targets. Sequence priorities mix the max and mean absolute TD errors
+    (``pri_eta``); ``input_priorities`` sets new samples' priorities from ``agent_info.q``.
+    ``batch_size`` is ``(batch_T + warmup_T) * batch_B``, as in rlpyt. Details: the package
+    README, "The Q-learners".
     """
 
     OptInfoCls: Any = R2d1OptInfo

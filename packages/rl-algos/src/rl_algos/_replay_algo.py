@@ -2,18 +2,11 @@
 the run from the sampler's batch, building the replay buffer, the loop of updates on replayed
 batches, and saving the replay.
 
-Two ways to start, as in rlpyt:
-
-- ``initialize(agent, n_itr, batch_spec, ...)`` (synchronous runners): one process; each
-  ``optimize_agent(itr, samples)`` appends the sampler's batch to the replay buffer, then takes
-  ``round(replay_ratio * sampler batch size / batch_size)`` updates (``updates_per_optimize``).
-- ``async_initialize(agent, sampler_n_itr, batch_spec, ...)`` (the asynchronous runner): returns
-  the replay buffer on shared memory and builds no optimizer. A memory-copier process fills
-  the buffer with ``samples_to_buffer`` (which therefore keeps no state); the optimizer's
-  process calls ``optim_initialize(rank)``, then ``optimize_agent(itr, sampler_itr=...)`` takes
-  ``updates_per_sync`` updates from the replay alone, the runner pacing the calls to keep the
-  replay ratio. The buffer's lock guards every read and write (sampling reads, priority
-  updates and appends write).
+Two ways to start, as in rlpyt: ``initialize`` (synchronous runners: ``optimize_agent(itr,
+samples)`` appends the batch, then updates) or ``async_initialize`` (the asynchronous runner:
+the replay buffer on shared memory, filled by another process with ``samples_to_buffer``;
+``optim_initialize(rank)``, then ``optimize_agent(itr, sampler_itr=...)`` from the replay
+alone). Details: the package README, "Replay-based training".
 """
 
 from __future__ import annotations

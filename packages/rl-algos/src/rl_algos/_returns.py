@@ -1,23 +1,10 @@
 """Discounted returns, generalized advantage estimation and valid masks for [T, ...] data.
 
 Every function takes time-major data, ``[T]``, ``[T, B]`` or ``[T, B, ...]``, as numpy arrays or
-torch tensors (the result is of the same kind as ``reward`` / ``done``, on its device). The
-recursion runs backwards over T; everything after the first dim is one vectorised operation.
-
-Time limits (the ``_tl`` forms). A step with ``timeout[t]`` True ended its episode because of a
-time limit, not because the task terminated, so its successor state still has value. In a [T, B]
-batch that successor is not available: the sampler reset the environment, and the next row holds
-the new episode's first observation. The convention here (rlpyt's) is therefore:
-
-- the time-out step itself gets ``return_[t] = value[t]`` and ``advantage[t] = 0``: its target is
-  its own value estimate, and it carries no learning signal (the algorithm masks it out);
-- every earlier step of that episode bootstraps through it: with no done in between,
-  ``return_[t-1] = reward[t-1] + discount * value[t]``, and the GAE chain is cut at ``t``
-  (``advantage[t-1] = reward[t-1] + discount * value[t] - value[t-1]``), exactly as if the
-  episode had been cut one step earlier, at a state whose value is ``value[t]``.
-
-Unlike rlpyt this also holds at the last row, ``t = T - 1`` (rlpyt's loop skips it and so treats a
-time-out in the last row as a termination for the step before it). ``timeout`` must imply ``done``.
+torch tensors (the result is of the kind of ``reward`` / ``done``, on its device), vectorised over
+everything after T. The ``_tl`` forms treat a ``timeout`` step (which must also be ``done``) as
+rlpyt does: its return is its own value and its advantage 0, and the steps before it bootstrap
+through it, also in the last row. Details: the package README, "Time limits".
 """
 
 from __future__ import annotations
@@ -196,7 +183,7 @@ def discount_return_tl(
     Where ``timeout[t]`` (which requires ``done[t]``), ``return_[t] = value[t]``, so the steps
     before it in the same episode bootstrap from ``value[t]`` instead of treating the episode as
     terminated. The time-out step's own return is only its value estimate: do not train on it
-    (see the module docstring for the full convention).
+    (the full convention: the package README, "Time limits").
     """
     reward, not_done, bootstrap_value, value, timeout = _inputs(
         reward, done, bootstrap_value, value, timeout

@@ -41,21 +41,13 @@ _LOG_2PI = math.log(2 * math.pi)
 class SAC(QpgAlgo):
     """Soft actor-critic (rlpyt's arguments and defaults; the agent meets ``SacAgentLike``).
 
-    Each update, on one replayed batch:
-
-    * critics: both regress (``0.5 * (y - Q_i)**2``, averaged over the valid transitions) on
-      ``y = reward_scale * return_ + discount**n * (1 - done_n) * (min(Q1_target,
-      Q2_target)(s', a') - alpha * log pi(a'|s'))`` with ``a'`` drawn from the policy;
-    * policy: ``mean(alpha * log pi(a|s) - min(Q1, Q2)(s, a) - log prior(a))``, ``a`` a
-      reparameterised sample; ``action_prior`` "uniform" (log prior 0) or "gaussian"
-      (standard normal on the [-1, 1] action);
-    * temperature: with ``fixed_alpha`` None, ``log_alpha`` (from 0, alpha 1) descends
-      ``-mean(log_alpha * (log pi + target_entropy))``, ``target_entropy="auto"`` being
-      ``-action_dim``; otherwise alpha stays ``fixed_alpha``.
-
-    One ``learning_rate`` for the policy, the critics (one optimizer over both) and the
-    temperature. ``optim_state_dict`` holds the three optimizers, ``log_alpha`` and
-    ``update_counter``, so a resumed run continues exactly.
+    Each update, on one replayed batch: both critics regress on the soft target
+    ``min(Q1_target, Q2_target)(s', a') - alpha * log pi(a'|s')`` (with ``reward_scale``);
+    the policy minimises ``alpha * log pi - min(Q1, Q2) - log prior`` (``action_prior``);
+    alpha is ``fixed_alpha`` or learned towards ``target_entropy`` ("auto": minus the action
+    dim). One ``learning_rate`` for all. ``optim_state_dict`` holds the three optimizers,
+    ``log_alpha`` and ``update_counter``, so a resumed run continues exactly. Formulas: the
+    package README, "The Q-value policy-gradient family".
     """
 
     OptInfoCls: Any = SacOptInfo

@@ -1,27 +1,10 @@
 """Sum trees of replay priorities over a ``[T, B]`` matrix of buffer slots.
 
-Layout
-------
-All node values live in one float64 array ``tree`` of length ``2 * L``, where ``L`` (the
-leaf count) is the smallest power of two ``>= T * B``.  Node ``1`` is the root, node ``i``
-has children ``2 * i`` and ``2 * i + 1``, and entry ``0`` is unused (always 0).  Leaves are
-nodes ``L .. 2L - 1``; buffer slot ``[t, b]`` is leaf ``t * B + b`` (node ``L + t * B + b``)
-and leaves past ``T * B`` are padding that stays 0.  Level ``d`` (root is level 0) holds
-nodes ``2**d .. 2**(d+1) - 1``; leaves are level ``depth = log2(L)``.
-
-Every internal node is always recomputed as ``left + right`` from its current children
-(never adjusted by a delta), so sums stay exact with respect to the children and a node is
-0 exactly when all leaves below it are 0.  Sampling descends from the root and never
-enters a side whose sum is 0, so it cannot return a zero-priority leaf.
-
-Validity around the cursor
---------------------------
-The tree mirrors a replay buffer whose time cursor ``t`` is the next row to be written.
-With ``W`` time rows written in all (``t_total``), a slot holding absolute time ``a`` is
-sampleable when ``a >= off_forward`` (its history exists), ``a < W - off_backward`` (its
-n-step future is written) and ``a - off_forward >= W - T`` (its history has not been
-overwritten).  :meth:`SumTree.advance` maintains exactly that set with vectorised updates
-of the (at most four) contiguous slot ranges that change.
+One float64 array holds every node; each internal node is recomputed as ``left + right``
+from its children (never adjusted by a delta), so sampling never returns a zero-priority
+leaf. The tree mirrors a replay buffer's time cursor and keeps exactly the slots whose
+history and n-step future are written and not overwritten sampleable. Layout and validity
+rules: the package README, "SumTree".
 """
 
 from __future__ import annotations
@@ -64,23 +47,14 @@ def _as_priorities(name: str, values: Any, shape: tuple[int, ...]) -> np.ndarray
 class SumTree:
     """Priorities of ``T * B`` replay slots ``[T, B]`` in a binary sum tree.
 
-    Args:
-        T: number of time rows in the tree (the buffer's ``T``, or its number of stored
-            RNN states for sequence replay).
-        B: number of columns (parallel environments); every advance covers all of them.
-        off_backward: rows just before the cursor that stay invalid (e.g. ``n_step_return``:
-            their n-step future is not written yet).
-        off_forward: rows at and after the cursor that are invalid (e.g. 1, because the
-            previous action of the row at the cursor was overwritten, or ``n_frames - 1``).
-        default_value: priority given to new slots when no input priority is supplied.
-        enable_input_priorities: whether :meth:`advance` accepts priorities for new rows.
-        input_priority_shift: input priorities passed with the rows at ``[t, t + T)`` are
-            stored for rows ``[t - shift, t + T - shift)`` (e.g. the starts of sequences
-            whose training part those rows are).  At most ``off_backward``.
-        rng: a ``np.random.Generator`` used for all sampling, or a seed for one.
-        shared_memory: arrays on OS shared memory, seen by every process the tree is
-            passed to; the caller serialises writes (None: the class attribute, True in
-            ``AsyncSumTree``; see the package README).
+    ``T``: time rows (the buffer's ``T``, or its stored rnn states for sequence replay);
+    ``B``: columns (environments), all covered by every advance. ``off_backward`` rows before
+    the cursor (n-step future unwritten) and ``off_forward`` rows from it (history
+    overwritten) stay invalid. New rows get ``default_value``, or with
+    ``enable_input_priorities`` the priorities given to ``advance``, shifted back by
+    ``input_priority_shift`` rows (at most ``off_backward``). ``rng``: a generator or a seed.
+    ``shared_memory``: arrays on OS shared memory, writes serialised by the caller (None: the
+    class attribute, True in ``AsyncSumTree``). Details: the package README, "SumTree".
     """
 
     shared_memory: bool = False

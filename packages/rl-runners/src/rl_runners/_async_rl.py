@@ -1,40 +1,13 @@
 """Asynchronous runners: sampling and optimization at the same time, in separate processes
 (rlpyt's ``AsyncRl``), e.g. the CPUs busy stepping environments while a GPU trains.
 
-Processes:
-
-- the sampler's process, started with the sampler object as an argument:
-  ``sampler.initialize(affinity)``, then ``obtain_samples(itr, db_idx)`` into the two halves
-  of the double buffer in turn (which first copies in the newest trained parameters); with
-  ``AsyncRlEval`` also ``evaluate_agent`` at each log interval. It may start workers of its
-  own, so it is not a daemon;
-- one memory copier, which moves each written half into the algorithm's replay buffer with
-  ``algo.samples_to_buffer`` (the buffer's ``append_samples`` takes its write lock). One,
-  where rlpyt had two: the batches then reach the replay in sampling order, which n-step
-  returns, frame histories and stored rnn states rely on, and copying is cheap beside
-  sampling;
-- the optimizer, in this (main) process: ``algo.optimize_agent(itr, sampler_itr=...)`` from
-  the replay alone, ``agent.send_shared_memory()`` after each call; it alone logs.
-
-Synchronization: per half two semaphores: the sampler releases ``ready[i]`` once half i is
-written, the copier ``copied[i]`` once it is in the replay, and the sampler takes
-``copied[i]`` before writing half i again, so no half is overwritten before it is copied.
-Counters (batches copied, the optimizer's throttle point, a quit flag) are on shared
-memory; trajectory infos and evaluations come back through a queue, a child's traceback
-through another. Nothing waits without a timeout: the main process notices a failed or dead
-child within a fraction of a second and raises its traceback (a watchdog interrupts it if
-it is stuck, e.g. on a lock the dead child held), every child polls the quit flag, and a
-child dies with the main process (``PR_SET_PDEATHSIG`` on Linux).
-
-Pacing (the replay ratio): the optimizer may make its next call once ``updates * batch_size
-<= replay_ratio * samples`` holds for the samples copied since learning began (rlpyt's
-throttle), so it never trains faster than ``replay_ratio``. rlpyt let the sampler run at
-full speed, making the ratio only an upper bound; here the sampler also waits when it is
-more than ``max_sampler_lead`` iterations ahead of the samples the optimizer has trained on,
-so the measured ratio holds the setting whichever side is slower, and the policy acting
-stays close to the one trained. Each row is written once the optimizer has trained on the
-row's samples (``AsyncRlEval`` evaluates then too), so rows are those of the synchronous
-runners: one per ``log_interval_steps`` of sampling.
+The sampler's process writes the two halves of a double buffer in turn; one memory copier
+moves each written half into the algorithm's replay buffer, in sampling order; the optimizer
+trains in this process from the replay alone and alone logs. The optimizer never trains
+beyond the replay ratio, and the sampler waits when it runs ``max_sampler_lead`` iterations
+ahead, so the measured ratio holds the setting. A failed child is raised here within a
+fraction of a second. Processes, synchronization and pacing: the package README,
+"Asynchronous runners".
 """
 
 from __future__ import annotations
@@ -224,25 +197,17 @@ def _split_affinity(affinity: Any) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 class AsyncRl(MinibatchRl):
-    """Runs the sampler and the optimizer asynchronously (see the module for the processes,
-    the synchronization and the pacing); the algorithm must keep its replay buffer on shared
-    memory (``async_initialize``), the sampler be an asynchronous one.
+    """Runs the sampler and the optimizer asynchronously; the algorithm must keep its replay
+    buffer on shared memory (``async_initialize``), the sampler be an asynchronous one.
 
-    Arguments and parts as ``MinibatchRl``'s, ``n_steps`` counting sampler steps. ``affinity``:
-    ``{"sampler": {...}, "optimizer": [{...}]}`` (``rl_launch``'s ``encode_affinity(
-    async_sample=True)``), the sampler's part given to ``sampler.initialize``, the
-    optimizer's (``master_cpus``, ``master_torch_threads``, ``cuda_idx``) used here; one
-    optimizer only. ``max_sampler_lead``: how many iterations the sampler may run ahead of
-    the samples the optimizer has trained on (at least 1). ``start_method``: how the
-    children start ("fork", "forkserver", "spawn"); None takes the platform's default,
-    except fork when this process already runs several threads (a forked child can then
-    deadlock): spawn. With spawn or forkserver the sampler (its environment class, its
-    agent) and the algorithm must pickle.
-
-    Rows and snapshots come at each log interval of sampler iterations, with the usual
-    columns (``CumSteps`` counts sampler steps, ``ReplayRatio`` is measured) and
-    ``OptThrottle``: the seconds the optimizer waited in the interval. ``resume`` is not
-    supported.
+    Arguments as ``MinibatchRl``'s, ``n_steps`` counting sampler steps. ``affinity``:
+    ``{"sampler": {...}, "optimizer": [{...}]}`` (``rl_launch.encode_affinity(
+    async_sample=True)``), one optimizer only. ``max_sampler_lead``: how many iterations the
+    sampler may run ahead of what the optimizer has trained on (at least 1).
+    ``start_method``: "fork", "forkserver" or "spawn" (None: the platform's, but spawn where
+    this process runs threads); under spawn or forkserver the sampler and the algorithm must
+    pickle. Rows add ``OptThrottle`` (seconds the optimizer waited); ``resume`` is not
+    supported. Details: the package README, "Asynchronous runners".
     """
 
     _protocols = "async"

@@ -97,30 +97,14 @@ class OnPolicyRunner(MinibatchRl):
     """A runner for users of rsl_rl's ``OnPolicyRunner``: train in ``learn(num_iterations)``
     calls, ``save`` / ``load`` checkpoints, and ``get_inference_policy`` to deploy.
 
-    Built like ``MinibatchRl`` (``log_traj_window`` trajectories of the training itself are
-    logged), except that ``n_steps`` is optional: it is the run's planned length, which
-    the algorithm is initialized with (``n_itr``: its schedules, e.g. PPO's
-    ``linear_lr_schedule``, span it) and which ``learn()`` without an argument completes.
-    With ``n_steps=None`` the algorithm is told the iterations of the first ``learn`` call
-    (or those of a checkpoint loaded before it); learning past the iterations the
-    algorithm was told logs a warning, since such schedules have ended there.  For
-    open-ended training use schedules that need no end (rsl_rl's: a constant or
-    ``desired_kl``-adaptive learning rate).
-
-    - The first of ``learn``, ``save`` and ``get_inference_policy`` does the startup
-      (seeding, ``sampler.initialize``, the agent to its device, ``algo.initialize``).
-    - ``learn(n)`` runs ``n`` more iterations, writing a row (and a snapshot, as the
-      ``logger_context``'s snapshot mode says) at the end of every log interval, as
-      ``MinibatchRl`` does, and one more at its end if iterations since the last row are
-      left: every ``learn`` ends with its work logged, and a ``save`` after it continues
-      exactly.  Rows go to the active ``logger_context``'s ``progress.csv``, continuing
-      ``CumSteps``, ``CumTime`` (the time inside ``learn``) and the trajectory window.
-    - An error or Ctrl-C inside ``learn`` shuts the sampler down as ``MinibatchRl`` does,
-      and closes the runner; so does ``close()`` (also on leaving a ``with`` block).
-    - rsl_rl's ``save_interval`` is the logger's snapshot mode: rows every
-      ``log_interval_steps``, ``logger_context(..., snapshot_mode="gap",
-      snapshot_gap=n)`` keeps ``itr_<i>.pt`` when ``i + 1`` is a multiple of ``n`` (give a
-      log interval that divides it), ``snapshot_mode="last"`` keeps ``params.pt``.
+    Built like ``MinibatchRl``, except that ``n_steps`` is optional: it is the run's planned
+    length, over which the algorithm's schedules run and which ``learn()`` completes.
+    Without it the algorithm is told the first ``learn`` call's iterations, and learning past
+    them logs a warning; for open-ended training use schedules that need no end. The first of
+    ``learn``, ``save`` and ``get_inference_policy`` does the startup. Every ``learn`` ends
+    with its work logged, so a ``save`` after it continues exactly; an error or Ctrl-C in it
+    closes the runner. Rows, snapshots and rsl_rl's ``save_interval``: the package README,
+    "OnPolicyRunner".
     """
 
     _n_steps_optional = True
@@ -314,16 +298,12 @@ class OnPolicyRunner(MinibatchRl):
         """Restore a checkpoint of ``save`` or a snapshot of ``MinibatchRl`` (a file, or a
         run directory as ``resume`` takes it); returns its ``infos`` (None if it has none).
 
-        Restores the agent, the optimizer state (unless ``load_optimizer`` is False: the
-        algorithm keeps its fresh optimizer), the iteration counter and the other counters,
-        the trajectory window, the random generators and the sampler's state when it was
-        saved beside the checkpoint (else a warning: the environments go on afresh), and
-        drops rows of the active ``progress.csv`` written after the checkpoint, so the next
-        ``learn`` continues its curve.  Before startup the checkpoint is applied at startup
-        (its seed is taken when the runner has none).  The checkpoint must come from a
-        runner with the same batch size and log interval that keeps a trajectory window
-        (``MinibatchRl``, ``OnPolicyRunner``); anything else is refused with a ValueError,
-        a missing file with FileNotFoundError.
+        Restores the agent, the optimizer (unless ``load_optimizer`` is False), the counters,
+        the trajectory window, the random generators and the sampler's state when saved
+        beside it, and drops the rows of the active ``progress.csv`` written after it. Before
+        startup it is applied at startup. It must come from a runner with the same batch
+        size and log interval that keeps a trajectory window; anything else is a ValueError,
+        a missing file FileNotFoundError. Details: the package README, "OnPolicyRunner".
         """
         self._check_open()
         checkpoint_path, checkpoint = read_checkpoint(path)

@@ -1,22 +1,11 @@
 """Synchronous multi-process runners: a full sampler-agent-algorithm replica in each process,
 gradients all-reduced by ``DistributedDataParallel`` (NCCL on GPUs, gloo on CPUs).
 
-Batch sizes scale weakly: each process samples its own ``batch_T x batch_B`` and trains on
-it, so an iteration covers ``world_size`` times the sampler batch.  Rank 0 gathers every
-rank's completed trajectories, evaluates, logs and writes snapshots; the others only sample
-and train, and follow rank 0's decision to stop early.
-
-Two ways to start:
-
-* ``SyncRl(..., affinity=[aff_0, aff_1, ...])``: this process is rank 0 and starts one
-  process per further affinity dict on this machine, on a free port (``find_port``);
-* under ``torchrun`` (or any launcher that sets ``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``
-  and ``MASTER_PORT``), every process runs the same script and joins the job; ``affinity``
-  is then one dict for this process, or a list indexed by ``LOCAL_RANK``, or None.
-
-A rank that fails ends the job: its process exits at once, which makes the other ranks'
-pending collective calls fail; rank 0 then raises the failed rank's traceback (or its exit
-code, if it died without one) and stops every process it started.
+Each process samples its own batch (an iteration covers ``world_size`` times the sampler
+batch); rank 0 gathers the trajectories, evaluates, logs and saves, and the others follow its
+decision to stop. Start with ``SyncRl(..., affinity=[aff_0, aff_1, ...])`` (this process is
+rank 0 and starts the others) or under ``torchrun``. A rank that fails ends the job, and rank
+0 raises its traceback. Details: the package README, "Synchronous multi-process runners".
 """
 
 from __future__ import annotations
