@@ -103,7 +103,7 @@ left out. The return is the mean of the last 100 episodes completed during train
 ``ReturnAverage`` of the last ``progress.csv`` row, its trajectory window of 100; rsl_rl: its
 logger's ``rewbuffer``, the last 100), printed with the final learning rate and action std so
 that equal learning is visible (CartPole-v1's maximum is 500). With ``--seeds N`` each library
-runs once per seed, alternately first; the ratio uses the summed steps over the summed
+runs once per seed (``--first-seed`` on), alternately first; the ratio uses the summed steps over the summed
 seconds. The load average printed before and after says whether the machine was quiet:
 compare only quiet runs.
 
@@ -529,6 +529,7 @@ def main() -> None:
     )
     parser.add_argument("--device", default="cpu", help="cpu (default) or cuda[:N]")
     parser.add_argument("--seeds", type=int, default=1, help="runs per library, seeds 0.. (1)")
+    parser.add_argument("--first-seed", type=int, default=0, help="the first seed (0)")
     parser.add_argument(
         "--hidden", type=int, nargs="+", default=list(HIDDEN), help="hidden sizes (256 128 64)"
     )
@@ -545,8 +546,10 @@ def main() -> None:
         parser.error("--envs, --iterations and --warmup must be at least 1")
     if settings.batch_steps < MINIBATCHES:
         parser.error(f"--envs x {STEPS_PER_ENV} steps must hold {MINIBATCHES} minibatches")
-    if args.threads < 0 or args.seeds < 1 or min(settings.hidden) < 1:
-        parser.error("--threads must be at least 0, --seeds and --hidden sizes at least 1")
+    if args.threads < 0 or args.first_seed < 0 or args.seeds < 1 or min(settings.hidden) < 1:
+        parser.error(
+            "--threads and --first-seed must be at least 0, --seeds and --hidden sizes at least 1"
+        )
     try:
         device = torch.device(settings.device)
     except RuntimeError as error:
@@ -569,7 +572,7 @@ def main() -> None:
     )
     print_load("before")
     runs: list[Run] = []
-    for seed in range(args.seeds):
+    for seed in range(args.first_seed, args.first_seed + args.seeds):
         order = [run_ours, run_rsl_rl] if seed % 2 == 0 else [run_rsl_rl, run_ours]
         for func in order:
             start = time.perf_counter()
