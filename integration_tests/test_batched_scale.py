@@ -49,6 +49,7 @@ class HostReads(TorchDispatchMode):
     def __init__(self, monkeypatch):
         super().__init__()
         self.reads = collections.Counter()
+        self.active = False  # (counting only inside its block)
         for name in ("tolist", "numpy", "cpu"):
             method = getattr(torch.Tensor, name)
             monkeypatch.setattr(torch.Tensor, name, self._counted(name, method))
@@ -209,21 +210,7 @@ def test_the_adaptive_learning_rate_is_rsl_rls_on_the_minibatch_mean_kl(desired_
     timeout = torch.zeros(T, B, dtype=torch.bool)
     timeout[1, 2] = True
     old_mean[1, 2] += 3.0  # a large KL at the time-out step: its weight decides the rate
-    samples = Samples(
-        agent=AgentSamplesBsv(
-            action=torch.randn(T, B, A),
-            prev_action=torch.zeros(T, B, A),
-            agent_info=AgentInfo(DistInfoStd(old_mean, old_log_std), value),
-            bootstrap_value=torch.zeros(B),
-        ),
-        env=EnvSamples(
-            observation=observation,
-            reward=torch.randn(T, B),
-            prev_reward=torch.zeros(T, B),
-            done=timeout.clone(),
-            env_info=namedarraytuple("EnvInfo", ["timeout"])(timeout),
-        ),
-    )
+    samples = _samples(observation, DistInfoStd(old_mean, old_log_std), value, timeout)
     old_std, new_std = old_log_std.exp(), new_log_std.exp()
     kl = (
         torch.log(new_std / old_std)
@@ -274,23 +261,30 @@ def test_separate_clipping_clips_the_policys_and_the_values_gradients_as_rsl_rl_
 
 
 def _random_samples(agent, spaces, T=4, B=3):
+    """A batch sampled (in its distribution) by ``agent``, random actions and rewards."""
     observation = torch.randn(T, B, *spaces.observation.shape)
     with torch.no_grad():  # (copies: log_std is a view of the parameter the steps change)
         mean, log_std, value = (x.clone() for x in agent.model(observation, None, None))
-    A = mean.shape[-1]
-    done = torch.zeros(T, B, dtype=torch.bool)
+    timeout = torch.zeros(T, B, dtype=torch.bool)
+    return _samples(observation, DistInfoStd(mean, log_std), value, timeout)
+
+
+def _samples(observation, dist_info, value, timeout):
+    """A ``[T, B]`` batch with these sampling-time outputs, random actions and rewards; done
+    exactly at the time-outs."""
+    T, B, A = dist_info.mean.shape
     return Samples(
         agent=AgentSamplesBsv(
             action=torch.randn(T, B, A),
             prev_action=torch.zeros(T, B, A),
-            agent_info=AgentInfo(DistInfoStd(mean, log_std), value),
+            agent_info=AgentInfo(dist_info, value),
             bootstrap_value=torch.zeros(B),
         ),
         env=EnvSamples(
             observation=observation,
             reward=torch.randn(T, B),
             prev_reward=torch.zeros(T, B),
-            done=done,
-            env_info=namedarraytuple("EnvInfo", ["timeout"])(done),
+            done=timeout.clone(),
+            env_info=namedarraytuple("EnvInfo", ["timeout"])(timeout),
         ),
     )
