@@ -1,6 +1,6 @@
 """Every GPU comparison this project claims, side by side with its peer, in one run.
 
-    python benchmarks/gpu.py            # a machine with a CUDA GPU: about 5 minutes (8 at most)
+    python benchmarks/gpu.py            # a CUDA GPU: sized for 8 minutes (not yet run on one)
     python benchmarks/gpu.py --quick    # the CPU, in seconds: checks that it still works
 
 Rows (each a function in ``ROWS``; later work adds its own):
