@@ -22,6 +22,7 @@ ROOT = Path(__file__).parent
 PACKAGES = ROOT / "packages"
 TORCH = "torch==2.13.0"
 TEST_TOOLS = ["pytest", "hypothesis"]
+LINT_TOOLS = ["ruff", "import-linter", "mypy", "types-psutil"]
 # What the end-to-end tests need beyond the packages: MuJoCo for InvertedPendulum, matplotlib for
 # the trainer's plots.
 END_TO_END_TOOLS = [*TEST_TOOLS, "gymnasium[mujoco]", "matplotlib"]
@@ -171,15 +172,18 @@ def _undeclared_imports() -> list[str]:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """Ruff, the import-boundary contracts, and imports checked against declared dependencies."""
+    """Ruff, the import-boundary contracts, imports checked against declared dependencies, and
+    mypy over every src tree (configured in pyproject.toml; it needs the packages' dependencies,
+    so the umbrella package is installed with them)."""
     problems = _undeclared_imports()
     if problems:
         session.error("undeclared imports:\n" + "\n".join(problems))
-    session.install("ruff", "import-linter")
+    _install(session, "rl-suite[plot]", *LINT_TOOLS)
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
     sources = os.pathsep.join(str(src) for src in sorted(PACKAGES.glob("*/src")))
     session.run("lint-imports", env={"PYTHONPATH": sources})
+    session.run("mypy")
     _discard_venv(session)
 
 

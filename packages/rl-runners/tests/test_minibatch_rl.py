@@ -1,5 +1,8 @@
 import csv
 import math
+import sys
+import typing
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -13,8 +16,10 @@ from rl_runners_toys import (
     make,
 )
 
+import rl_runners
 from rl_runners import MinibatchRl, MinibatchRlEval, logger_context
 from rl_runners._minibatch_rl import mid_batch_reset
+from rl_runners._protocols import protocol_members
 
 RUNNER_COLUMNS = [
     "Iteration",
@@ -232,6 +237,46 @@ def test_bad_arguments_raise_before_any_work(kwargs, error, match):
     with pytest.raises(error, match=match):
         MinibatchRl(**args)
     assert sampler.calls == [] and agent.calls == [] and algo.init_kwargs is None
+
+
+AGENT_MEMBERS = ["to_device", "sample_mode", "train_mode", "state_dict", "load_state_dict"]
+SAMPLER_MEMBERS = ["batch_spec", "initialize", "obtain_samples", "shutdown"]
+
+
+def test_the_protocols_declare_what_the_runners_check():
+    algo = ["opt_info_fields", "initialize", "optimize_agent", "optim_state_dict"]
+    async_algo = ["opt_info_fields", "replay_ratio", "async_initialize", "optim_initialize"]
+    members = {
+        "SamplerProtocol": SAMPLER_MEMBERS,
+        "AgentProtocol": AGENT_MEMBERS,
+        "AlgoProtocol": [*algo, "load_optim_state_dict"],
+        "InferenceAgentProtocol": [*AGENT_MEMBERS, "inference_policy"],
+        "AsyncSamplerProtocol": ["batch_spec", "async_initialize", *SAMPLER_MEMBERS[1:]],
+        "AsyncAgentProtocol": ["to_device", "train_mode", "state_dict", "send_shared_memory"],
+        "AsyncAlgoProtocol": [
+            *async_algo,
+            "samples_to_buffer",
+            "optimize_agent",
+            "optim_state_dict",
+        ],
+    }
+    for name, expected in members.items():
+        protocol = getattr(rl_runners, name)
+        assert protocol_members(protocol) == expected
+        if sys.version_info >= (3, 13):
+            assert set(expected) == typing.get_protocol_members(protocol)
+
+
+def test_only_an_evaluator_needs_eval_mode_and_evaluate_agent():
+    algo, agent, sampler = make()
+    bare_agent = SimpleNamespace(**{k: getattr(agent, k) for k in AGENT_MEMBERS})
+    MinibatchRl(algo, bare_agent, sampler, n_steps=64)
+    with pytest.raises(TypeError, match=r"agent \(SimpleNamespace\) lacks eval_mode; see .*AgentP"):
+        MinibatchRlEval(algo, bare_agent, sampler, n_steps=64)
+    bare_sampler = SimpleNamespace(**{k: getattr(sampler, k) for k in SAMPLER_MEMBERS})
+    MinibatchRl(algo, agent, bare_sampler, n_steps=64)
+    with pytest.raises(TypeError, match=r"sampler \(SimpleNamespace\) lacks evaluate_agent"):
+        MinibatchRlEval(algo, agent, bare_sampler, n_steps=64)
 
 
 def test_components_without_the_protocol_methods_are_refused():

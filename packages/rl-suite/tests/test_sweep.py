@@ -80,6 +80,13 @@ def test_bad_sweep_files_fail_before_anything_starts(tmp_path, capsys, changes, 
     assert not sweep_dir.exists()
 
 
+def test_null_seeds_are_refused(tmp_path, capsys):
+    path = _file(tmp_path)
+    path.write_text(json.dumps({**json.loads(path.read_text()), "seeds": None}))
+    assert main(["sweep", str(path), "--log-dir", str(tmp_path / "sweep")]) == 2
+    assert "'seeds' must be an int >= 1, got None" in capsys.readouterr().err
+
+
 def test_sweep_files_that_cannot_be_read_or_would_overwrite(tmp_path, capsys):
     assert main(["sweep", str(tmp_path / "none.json")]) == 2
     assert "does not exist" in capsys.readouterr().err

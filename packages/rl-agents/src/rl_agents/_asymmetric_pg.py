@@ -16,8 +16,15 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from rl_arrays import infer_leading_dims, namedarraytuple, restore_leading_dims, to_onehot
+from rl_arrays import (
+    EnvSpaces,
+    infer_leading_dims,
+    namedarraytuple,
+    restore_leading_dims,
+    to_onehot,
+)
 
+from ._base_agent import ModelFactory
 from ._inference import agent_inference_policy
 from ._model_components import MlpModel, RunningMeanStdModel
 from ._model_kwargs import action_size_of, n_actions
@@ -111,7 +118,12 @@ class _Branch(torch.nn.Module):
         return self.mlp(observation.reshape(T * B, -1))
 
     def recurrent(
-        self, features: torch.Tensor, extra: torch.Tensor, T: int, B: int, state: Any
+        self,
+        features: torch.Tensor,
+        extra: torch.Tensor,
+        T: int,
+        B: int,
+        state: tuple[torch.Tensor, torch.Tensor] | None,
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
         """The LSTM over ``[features, extra]`` (``extra [T, B, n]``) from ``state`` ((h, c)
         or None: zeros): ``(outputs [T * B, lstm_size], (h, c))``."""
@@ -167,16 +179,16 @@ class _AsymmetricModel(torch.nn.Module):
         )
         critic_hidden_sizes = hidden_sizes if critic_hidden_sizes is None else critic_hidden_sizes
         extra = action_size + 1 if lstm_sizes[0] is not None else 0
-        norm = dict(norm_obs_clip=norm_obs_clip, norm_obs_var_clip=norm_obs_var_clip)
         self.actor = _Branch(
             actor_observation_shape,
             hidden_sizes,
             nonlinearity,
             action_size,
             self.normalize_actor_observation,
+            norm_obs_clip,
+            norm_obs_var_clip,
             lstm_size=lstm_sizes[0],
             lstm_extra_inputs=extra,
-            **norm,
         )
         self.critic = _Branch(
             critic_observation_shape,
@@ -184,9 +196,10 @@ class _AsymmetricModel(torch.nn.Module):
             nonlinearity,
             1,
             self.normalize_critic_observation,
+            norm_obs_clip,
+            norm_obs_var_clip,
             lstm_size=lstm_sizes[1],
             lstm_extra_inputs=extra,
-            **norm,
         )
         if policy == "gaussian":
             self.log_std = torch.nn.Parameter(torch.full((action_size,), float(init_log_std)))
@@ -353,7 +366,7 @@ class AsymmetricLstmModel(_AsymmetricModel):
 # ------------------------------------------------------------------------ agents
 
 
-def asymmetric_model_kwargs(env_spaces: Any) -> dict[str, Any]:
+def asymmetric_model_kwargs(env_spaces: EnvSpaces) -> dict[str, Any]:
     """Both observation shapes, from an observation space whose ``shape`` has fields
     ``actor`` and ``critic``; ``action_size`` and ``policy``: categorical for a discrete
     action space (with ``n``), else Gaussian."""
@@ -375,7 +388,9 @@ def asymmetric_model_kwargs(env_spaces: Any) -> dict[str, Any]:
     )
 
 
-def actor_inference_policy(agent: PgAgent, device: Any = "cpu") -> torch.nn.Module:
+def actor_inference_policy(
+    agent: PgAgent, device: torch.device | str | int = "cpu"
+) -> torch.nn.Module:
     """The actor alone, on the actor's observation ``[B, ...]``: a frozen copy of its
     normalisation statistics, torso (and LSTM) and head, acting as ``deterministic_eval``
     does (the critic is left out; see ``export_policy``). The asymmetric agents'
@@ -392,7 +407,7 @@ class AsymmetricCategoricalPgAgent(CategoricalPgAgent):
 
     inference_policy = actor_inference_policy
 
-    def __init__(self, ModelCls: Any = AsymmetricFfModel, **kwargs: Any):
+    def __init__(self, ModelCls: ModelFactory = AsymmetricFfModel, **kwargs: Any):
         super().__init__(
             ModelCls,
             env_to_model_kwargs=asymmetric_model_kwargs,
@@ -407,7 +422,7 @@ class AsymmetricRecurrentCategoricalPgAgent(RecurrentCategoricalPgAgent):
 
     inference_policy = actor_inference_policy
 
-    def __init__(self, ModelCls: Any = AsymmetricLstmModel, **kwargs: Any):
+    def __init__(self, ModelCls: ModelFactory = AsymmetricLstmModel, **kwargs: Any):
         super().__init__(
             ModelCls,
             env_to_model_kwargs=asymmetric_model_kwargs,
@@ -422,7 +437,7 @@ class AsymmetricGaussianPgAgent(GaussianPgAgent):
 
     inference_policy = actor_inference_policy
 
-    def __init__(self, ModelCls: Any = AsymmetricFfModel, **kwargs: Any):
+    def __init__(self, ModelCls: ModelFactory = AsymmetricFfModel, **kwargs: Any):
         super().__init__(ModelCls, env_to_model_kwargs=asymmetric_model_kwargs, **kwargs)
 
 
@@ -431,5 +446,5 @@ class AsymmetricRecurrentGaussianPgAgent(RecurrentGaussianPgAgent):
 
     inference_policy = actor_inference_policy
 
-    def __init__(self, ModelCls: Any = AsymmetricLstmModel, **kwargs: Any):
+    def __init__(self, ModelCls: ModelFactory = AsymmetricLstmModel, **kwargs: Any):
         super().__init__(ModelCls, env_to_model_kwargs=asymmetric_model_kwargs, **kwargs)

@@ -10,21 +10,26 @@ from __future__ import annotations
 import abc
 import inspect
 import multiprocessing as mp
-from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+import multiprocessing.synchronize
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, cast
 
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
-from rl_arrays import buffer_func, buffer_method, buffer_to
+from rl_arrays import EnvSpaces, buffer_func, buffer_method, buffer_to
 
+from ._distributions import DiscreteMixin, Distribution
 from ._model_utils import set_training_mode, strip_ddp_state_dict
 
 __all__ = ["AlternatingRecurrentAgentMixin", "BaseAgent", "RecurrentAgentMixin"]
 
+# What an agent's ModelCls is: a model class, or any callable that builds a model from kwargs.
+ModelFactory = Callable[..., torch.nn.Module]
+
 # DistributedDataParallel's option not to broadcast buffers at every forward pass, as named
 # since torch 2.13 (before: broadcast_buffers, now deprecated).
-_NO_FORWARD_BUFFER_SYNC = (
+_NO_FORWARD_BUFFER_SYNC: dict[str, Any] = (
     {"forward_sync_buffers": False}
     if "forward_sync_buffers" in inspect.signature(DistributedDataParallel).parameters
     else {"broadcast_buffers": False}
@@ -49,34 +54,34 @@ class BaseAgent(abc.ABC):
 
     def __init__(
         self,
-        ModelCls: Any = None,
+        ModelCls: ModelFactory | None = None,
         model_kwargs: Mapping[str, Any] | None = None,
         initial_model_state_dict: Mapping[str, Any] | None = None,
-        env_to_model_kwargs: Callable[[Any], dict[str, Any]] | None = None,
+        env_to_model_kwargs: Callable[[EnvSpaces], dict[str, Any]] | None = None,
     ):
         self.ModelCls = ModelCls
         self.model_kwargs = dict(model_kwargs or {})
         self.initial_model_state_dict = initial_model_state_dict
         self.env_to_model_kwargs = env_to_model_kwargs
         self.rnn_states: RnnStates | None = None
-        self.model: Any = None
+        self.model: torch.nn.Module | None = None
         self.shared_model: torch.nn.Module | None = None
-        self.distribution: Any = None
+        self.distribution: Distribution | None = None
         self.device = torch.device("cpu")
         self.output_device = torch.device("cpu")
-        self.env_spaces: Any = None
+        self.env_spaces: EnvSpaces | None = None
         self.env_model_kwargs: dict[str, Any] = {}
         self.share_memory = False
         self.global_B = 1
-        self.env_ranks: Any = None
+        self.env_ranks: Sequence[int] | None = None
         self._mode: str | None = None
         self._send_count: torch.Tensor | None = None
         self._recv_count = 0
-        self._rw_lock: Any = None
+        self._rw_lock: multiprocessing.synchronize.Lock | None = None
 
     # -------------------------------------------------------------------- setup
 
-    def make_env_to_model_kwargs(self, env_spaces: Any) -> dict[str, Any]:
+    def make_env_to_model_kwargs(self, env_spaces: EnvSpaces) -> dict[str, Any]:
         """Model keyword arguments that depend on the environment: ``env_to_model_kwargs``'s."""
         if self.env_to_model_kwargs is None:
             return {}
@@ -90,10 +95,10 @@ class BaseAgent(abc.ABC):
 
     def initialize(
         self,
-        env_spaces: Any,
+        env_spaces: EnvSpaces,
         share_memory: bool = False,
         global_B: int = 1,
-        env_ranks: Any = None,
+        env_ranks: Sequence[int] | None = None,
     ) -> None:
         """Build the model for ``env_spaces`` (an object with ``observation`` and ``action``
         spaces). With ``share_memory`` the model lives on CPU shared memory (before worker
@@ -110,19 +115,21 @@ class BaseAgent(abc.ABC):
                 f"model_kwargs must not set {clash}: {type(self).__name__} derives them from "
                 "env_spaces"
             )
-        self.model = self._make_model()
+        model = self.model = self._make_model()
         if self.initial_model_state_dict is not None:
-            self.model.load_state_dict(strip_ddp_state_dict(self.initial_model_state_dict))
+            model.load_state_dict(strip_ddp_state_dict(self.initial_model_state_dict))
         self.share_memory = bool(share_memory)
         self.global_B, self.env_ranks = global_B, env_ranks
         if share_memory:
-            self.model.share_memory()
-            self.shared_model = self.model
+            model.share_memory()
+            self.shared_model = model
             self._send_count = torch.zeros((), dtype=torch.int64).share_memory_()
             # A spawn-context lock can be handed to children under every start method.
             self._rw_lock = mp.get_context("spawn").Lock()
 
     def _make_model(self) -> torch.nn.Module:
+        if self.ModelCls is None:
+            raise ValueError(f"{type(self).__name__} needs a ModelCls")
         return self.ModelCls(**self.env_model_kwargs, **self.model_kwargs)
 
     def _require_model(self) -> torch.nn.Module:
@@ -142,7 +149,7 @@ class BaseAgent(abc.ABC):
             return
         model = self._require_model()
         device = torch.device("cuda", cuda_idx)
-        if model is self.shared_model:
+        if self.shared_model is not None and model is self.shared_model:
             model = self._make_model()
             model.load_state_dict(self.shared_model.state_dict())
         self.model = model.to(device)
@@ -189,19 +196,22 @@ class BaseAgent(abc.ABC):
         nothing when the agent is already on a GPU (``to_device`` made a separate model)."""
         if self.device.type != "cpu":
             return
-        shared = self._require_shared("async_cpu")
+        shared, send_count, lock = self._require_shared("async_cpu")
         model = self._make_model()
-        with self._rw_lock:
+        with lock:
             model.load_state_dict(shared.state_dict())
-            self._recv_count = int(self._send_count)  # type: ignore[arg-type]
+            self._recv_count = int(send_count)
         if share_memory:
             model.share_memory()
         self.model = model
 
-    def _require_shared(self, what: str) -> torch.nn.Module:
-        if self.shared_model is None:
+    def _require_shared(
+        self, what: str
+    ) -> tuple[torch.nn.Module, torch.Tensor, multiprocessing.synchronize.Lock]:
+        """The shared model, the count of updates sent to it and the lock over both."""
+        if self.shared_model is None or self._send_count is None or self._rw_lock is None:
             raise RuntimeError(f"{what}() needs the agent initialized with share_memory=True")
-        return self.shared_model
+        return self.shared_model, self._send_count, self._rw_lock
 
     # ------------------------------------------------------- parameter sharing
 
@@ -215,24 +225,24 @@ class BaseAgent(abc.ABC):
     def send_shared_memory(self) -> None:
         """In the training process (asynchronous mode): publish the current parameters to
         the shared model under the lock, and count the update so the sampler knows."""
-        shared = self._require_shared("send_shared_memory")
+        shared, send_count, lock = self._require_shared("send_shared_memory")
         model = self._plain_model()
-        with self._rw_lock:
+        with lock:
             if model is not shared:
                 shared.load_state_dict(model.state_dict())
-            self._send_count += 1  # type: ignore[operator]
+            send_count.add_(1)
 
     def recv_shared_memory(self) -> None:
         """In the sampler's process (asynchronous mode): if an update was sent since the
         last one received, copy the shared parameters into this process's model under
         the lock."""
-        shared = self._require_shared("recv_shared_memory")
+        shared, send_count, lock = self._require_shared("recv_shared_memory")
         model = self._plain_model()
-        if model is shared or int(self._send_count) == self._recv_count:  # type: ignore[arg-type]
+        if model is shared or int(send_count) == self._recv_count:
             return
-        with self._rw_lock:
+        with lock:
             model.load_state_dict(shared.state_dict())
-            self._recv_count = int(self._send_count)  # type: ignore[arg-type]
+            self._recv_count = int(send_count)
 
     # ------------------------------------------------------------------- modes
 
@@ -265,15 +275,17 @@ class BaseAgent(abc.ABC):
         """Select actions for the sampler: an ``AgentStep(action, agent_info)`` on
         ``output_device``."""
 
-    def _model_inputs(self, observation: Any, prev_action: Any, prev_reward: Any) -> tuple:
+    def _model_inputs(
+        self, observation: Any, prev_action: Any, prev_reward: Any
+    ) -> tuple[Any, Any, Any]:
         """The inputs on the agent's device, the previous action one-hot encoded when
         ``onehot_prev_action``."""
         self._require_model()
         observation, prev_action, prev_reward = buffer_to(
             (observation, prev_action, prev_reward), device=self.device
         )
-        if self.onehot_prev_action:
-            prev_action = self.distribution.to_onehot(prev_action)
+        if self.onehot_prev_action:  # set by the agents of discrete actions only
+            prev_action = cast(DiscreteMixin, self.distribution).to_onehot(prev_action)
         return observation, prev_action, prev_reward
 
     def reset(self) -> None:
@@ -314,7 +326,7 @@ class BaseAgent(abc.ABC):
         self.advance_rnn_state(rnn_state)
         return stored
 
-    def inference_policy(self, device: Any = "cpu") -> torch.nn.Module:
+    def inference_policy(self, device: torch.device | str | int = "cpu") -> torch.nn.Module:
         """A standalone copy of the deterministic policy, for deployment and
         ``export_policy`` (see ``rl_agents.InferencePolicy``); agents that support it
         override this."""
@@ -352,7 +364,7 @@ class BaseAgent(abc.ABC):
         return self._plain_model().named_parameters()
 
     @property
-    def update_obs_rms(self) -> Any:
+    def update_obs_rms(self) -> Callable[[Any], None]:
         """``update_obs_rms(observation)``: fold a batch of observations into the model's
         normalisation statistics. Present only when the model normalises observations
         (``hasattr(agent, "update_obs_rms")`` tells an algorithm whether to call it)."""

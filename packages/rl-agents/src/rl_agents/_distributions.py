@@ -9,6 +9,7 @@ and reduces only over the trailing action dim.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -70,7 +71,9 @@ class Distribution:
     def log_likelihood(self, x: torch.Tensor, dist_info: Any) -> torch.Tensor:
         raise NotImplementedError(f"{type(self).__name__} does not implement log_likelihood()")
 
-    def likelihood_ratio(self, x: torch.Tensor, old_dist_info: Any, new_dist_info: Any) -> Any:
+    def likelihood_ratio(
+        self, x: torch.Tensor, old_dist_info: Any, new_dist_info: Any
+    ) -> torch.Tensor:
         """p_new(x) / p_old(x) at each datum."""
         return torch.exp(
             self.log_likelihood(x, new_dist_info) - self.log_likelihood(x, old_dist_info)
@@ -86,14 +89,16 @@ class Distribution:
         """exp(entropy): the effective number of equally likely actions."""
         return torch.exp(self.entropy(dist_info))
 
-    def mean_kl(self, old_dist_info: Any, new_dist_info: Any, valid: Any = None) -> torch.Tensor:
+    def mean_kl(
+        self, old_dist_info: Any, new_dist_info: Any, valid: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """Mean KL(old || new) over the valid data."""
         return valid_mean(self.kl(old_dist_info, new_dist_info), valid)
 
-    def mean_entropy(self, dist_info: Any, valid: Any = None) -> torch.Tensor:
+    def mean_entropy(self, dist_info: Any, valid: torch.Tensor | None = None) -> torch.Tensor:
         return valid_mean(self.entropy(dist_info), valid)
 
-    def mean_perplexity(self, dist_info: Any, valid: Any = None) -> torch.Tensor:
+    def mean_perplexity(self, dist_info: Any, valid: torch.Tensor | None = None) -> torch.Tensor:
         """Mean of the per-datum perplexities (not exp of the mean entropy), as rlpyt logs it."""
         return valid_mean(self.perplexity(dist_info), valid)
 
@@ -112,11 +117,11 @@ class DiscreteMixin:
         self.dtype = dtype
         self.onehot_dtype = onehot_dtype
 
-    def to_onehot(self, indexes: Any, dtype: torch.dtype | None = None) -> Any:
+    def to_onehot(self, indexes: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
         """One-hot vectors [..., dim] of integer ``indexes`` [...] (leading dims kept)."""
         return to_onehot(indexes, self.dim, dtype=self.onehot_dtype if dtype is None else dtype)  # type: ignore[attr-defined]
 
-    def from_onehot(self, onehot: Any, dtype: torch.dtype | None = None) -> Any:
+    def from_onehot(self, onehot: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
         """Integer indexes [...] of one-hot vectors [..., dim] (leading dims kept)."""
         return from_onehot(onehot, dtype=self.dtype if dtype is None else dtype)
 
@@ -134,7 +139,9 @@ class Categorical(DiscreteMixin, Distribution):
     def log_likelihood(self, x: torch.Tensor, dist_info: Any) -> torch.Tensor:
         return torch.log(select_at_indexes(x, dist_info.prob) + EPS)
 
-    def likelihood_ratio(self, x: torch.Tensor, old_dist_info: Any, new_dist_info: Any) -> Any:
+    def likelihood_ratio(
+        self, x: torch.Tensor, old_dist_info: Any, new_dist_info: Any
+    ) -> torch.Tensor:
         new = select_at_indexes(x, new_dist_info.prob)
         old = select_at_indexes(x, old_dist_info.prob)
         return (new + EPS) / (old + EPS)
@@ -162,7 +169,7 @@ class Gaussian(Distribution):
     def __init__(
         self,
         dim: int,
-        std: Any = None,
+        std: float | Sequence[float] | torch.Tensor | None = None,
         clip: float | None = None,
         noise_clip: float | None = None,
         min_std: float | None = None,
@@ -189,7 +196,7 @@ class Gaussian(Distribution):
 
     # ------------------------------------------------------------------ settings
 
-    def set_std(self, std: Any) -> None:
+    def set_std(self, std: float | Sequence[float] | torch.Tensor | None) -> None:
         """Fix the std (scalar, or broadcastable to ``[dim]``), or None to read
         ``dist_info.log_std``. A std of 0 makes ``sample`` return the mean."""
         if std is not None:
@@ -316,15 +323,16 @@ class EpsilonGreedy(DiscreteMixin, Distribution):
     input [B, dim] or [T, B, dim] it applies along B (the same for every T).
     """
 
-    def __init__(self, epsilon: Any = 1, **kwargs: Any):
+    def __init__(self, epsilon: float | Sequence[float] | torch.Tensor = 1, **kwargs: Any):
         super().__init__(**kwargs)
         self.set_epsilon(epsilon)
 
     @property
-    def epsilon(self) -> Any:
+    def epsilon(self) -> float | Sequence[float] | torch.Tensor:
+        """The epsilon as it was set."""
         return self._epsilon
 
-    def set_epsilon(self, epsilon: Any) -> None:
+    def set_epsilon(self, epsilon: float | Sequence[float] | torch.Tensor) -> None:
         """A number or a per-environment vector, each in [0, 1]."""
         values = torch.as_tensor(epsilon, dtype=torch.float32)
         if values.ndim > 1 or bool(((values < 0) | (values > 1) | values.isnan()).any()):
@@ -351,19 +359,21 @@ class CategoricalEpsilonGreedy(EpsilonGreedy):
     """Epsilon-greedy for distributional Q-values: ``p`` [..., dim, n_atoms] over the atom
     values ``z`` [n_atoms]; the greedy action maximises the expected value ``sum(p * z)``."""
 
-    def __init__(self, z: Any = None, **kwargs: Any):
+    def __init__(self, z: Sequence[float] | torch.Tensor | None = None, **kwargs: Any):
         super().__init__(**kwargs)
         self.set_z(z)
 
-    def set_z(self, z: Any) -> None:
+    def set_z(self, z: Sequence[float] | torch.Tensor | None) -> None:
         """The atom values (the support of the return distribution), shape [n_atoms]."""
         if z is not None:
             z = torch.as_tensor(z, dtype=torch.float32)
             if z.ndim != 1:
                 raise ValueError(f"z must be a vector of atom values, got shape {tuple(z.shape)}")
-        self.z = z
+        self.z: torch.Tensor | None = z
 
-    def sample(self, p: torch.Tensor, z: Any = None) -> torch.Tensor:  # type: ignore[override]
+    def sample(
+        self, p: torch.Tensor, z: Sequence[float] | torch.Tensor | None = None
+    ) -> torch.Tensor:
         z = self.z if z is None else torch.as_tensor(z)
         if z is None:
             raise ValueError("CategoricalEpsilonGreedy needs atom values z (set_z or sample(p, z))")

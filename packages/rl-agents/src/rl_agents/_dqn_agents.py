@@ -13,9 +13,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from rl_arrays import AgentStep, buffer_to, namedarraytuple
+from rl_arrays import AgentStep, EnvSpaces, buffer_to, namedarraytuple
 
-from ._base_agent import BaseAgent
+from ._base_agent import BaseAgent, ModelFactory
 from ._distributions import CategoricalEpsilonGreedy, EpsilonGreedy
 from ._dqn_models import (
     AtariCatDqnModel,
@@ -83,7 +83,7 @@ def _check_itrs(itr_min: Any, itr_max: Any) -> tuple[int, int]:
     return low, high
 
 
-def _discrete_actions(agent: Any, env_spaces: Any) -> int:
+def _discrete_actions(agent: BaseAgent, env_spaces: EnvSpaces) -> int:
     action = getattr(env_spaces, "action", None)
     n = getattr(action, "n", None)
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
@@ -109,9 +109,11 @@ class DqnAgent(BaseAgent):
     ``initial_model_state_dict`` is the model's own state dict (the target starts as a copy).
     """
 
+    distribution: EpsilonGreedy  # (None until initialize())
+
     def __init__(
         self,
-        ModelCls: Any = None,
+        ModelCls: ModelFactory | None = None,
         model_kwargs: Mapping[str, Any] | None = None,
         initial_model_state_dict: Mapping[str, Any] | None = None,
         *,
@@ -121,12 +123,12 @@ class DqnAgent(BaseAgent):
         eps_itr_min: int = 50,
         eps_itr_max: int = 1000,
         eps_eval: float = 0.001,
-        env_to_model_kwargs: Callable[[Any], dict[str, Any]] | None = None,
+        env_to_model_kwargs: Callable[[EnvSpaces], dict[str, Any]] | None = None,
         onehot_prev_action: bool = True,
     ):
         super().__init__(ModelCls, model_kwargs, initial_model_state_dict, env_to_model_kwargs)
         self.onehot_prev_action = bool(onehot_prev_action)
-        self.target_model: Any = None
+        self.target_model: torch.nn.Module | None = None
         self.eps_init = _probability("eps_init", eps_init)
         self.eps_final = _probability("eps_final", eps_final)
         self.eps_eval = _probability("eps_eval", eps_eval)
@@ -137,19 +139,24 @@ class DqnAgent(BaseAgent):
         self.eps_final_min = eps_final_min
         # Shared by initialize(share_memory=True): workers see the algorithm's later setting.
         self._eps_itr_min_max = torch.tensor(_check_itrs(eps_itr_min, eps_itr_max))
-        self._eps_init_values: Any = self.eps_init
-        self._eps_final_values: Any = self.eps_final
-        self.eps_sample: Any = self.eps_init
+        # Numbers, or per-environment vectors (make_vec_eps).
+        self._eps_init_values: float | torch.Tensor = self.eps_init
+        self._eps_final_values: float | torch.Tensor = self.eps_final
+        self.eps_sample: float | torch.Tensor = self.eps_init
 
     def initialize(
-        self, env_spaces: Any, share_memory: bool = False, global_B: int = 1, env_ranks: Any = None
+        self,
+        env_spaces: EnvSpaces,
+        share_memory: bool = False,
+        global_B: int = 1,
+        env_ranks: Sequence[int] | None = None,
     ) -> None:
         """Build the model and its target; per-environment epsilons when configured."""
         n = _discrete_actions(self, env_spaces)
         super().initialize(env_spaces, share_memory, global_B=global_B, env_ranks=env_ranks)
-        self.target_model = self._make_model()
-        self.target_model.load_state_dict(self.model.state_dict())
-        self.target_model.requires_grad_(False)
+        target_model = self.target_model = self._make_model()
+        target_model.load_state_dict(self._require_model().state_dict())
+        target_model.requires_grad_(False)
         if share_memory:
             self._eps_itr_min_max.share_memory_()
         self.distribution = self._make_distribution(n)
@@ -203,11 +210,11 @@ class DqnAgent(BaseAgent):
         epsilons of those (``env_ranks`` among all ``global_B``)."""
         self.make_vec_eps(global_B, env_ranks)
 
-    def set_sample_epsilon_greedy(self, epsilon: Any) -> None:
+    def set_sample_epsilon_greedy(self, epsilon: float | Sequence[float] | torch.Tensor) -> None:
         """Use ``epsilon`` (a number or per-environment vector) until the next mode change."""
         self.distribution.set_epsilon(epsilon)
 
-    def sample_epsilon(self, itr: int) -> Any:
+    def sample_epsilon(self, itr: int) -> float | torch.Tensor:
         """The scheduled sampling epsilon at iteration ``itr``."""
         itr_min, itr_max = self.eps_itr_min, self.eps_itr_max
         if itr <= itr_min:
@@ -242,7 +249,7 @@ class DqnAgent(BaseAgent):
     def __call__(self, observation: Any, prev_action: Any, prev_reward: Any) -> torch.Tensor:
         """Q-values [..., A] with grad, on the agent's device."""
         inputs = self._model_inputs(observation, prev_action, prev_reward)
-        return self._q_output(self.model(*inputs))
+        return self._q_output(self._require_model()(*inputs))
 
     @torch.no_grad()
     def target(self, observation: Any, prev_action: Any, prev_reward: Any) -> torch.Tensor:
@@ -258,13 +265,14 @@ class DqnAgent(BaseAgent):
     def step(self, observation: Any, prev_action: Any, prev_reward: Any) -> Any:
         """Epsilon-greedy actions: ``AgentStep(action, AgentInfoDqn(q))`` on
         ``output_device``."""
-        q = self._q_output(self.model(*self._model_inputs(observation, prev_action, prev_reward)))
+        inputs = self._model_inputs(observation, prev_action, prev_reward)
+        q = self._q_output(self._require_model()(*inputs))
         action = self.distribution.sample(q)
         return buffer_to(
             AgentStep(action=action, agent_info=self._agent_info(q)), device=self.output_device
         )
 
-    def inference_policy(self, device: Any = "cpu") -> torch.nn.Module:
+    def inference_policy(self, device: torch.device | str | int = "cpu") -> torch.nn.Module:
         """A frozen copy of the model on ``device`` acting greedily (epsilon 0): the action
         of highest Q-value (an ``InferencePolicy``, or for R2D1 a
         ``RecurrentInferencePolicy``; see ``export_policy``)."""
@@ -312,6 +320,8 @@ class CatDqnAgent(DqnAgent):
     span [-10, 10] until the algorithm calls ``give_V_min_max``.
     """
 
+    distribution: CategoricalEpsilonGreedy  # (None until initialize())
+
     def __init__(self, *args: Any, n_atoms: int | None = None, **kwargs: Any):
         super().__init__(*args, **kwargs)
         given = self.model_kwargs.get("n_atoms")
@@ -323,7 +333,7 @@ class CatDqnAgent(DqnAgent):
         self.n_atoms = self.model_kwargs["n_atoms"] = n_atoms
         self.V_min, self.V_max = -10.0, 10.0
 
-    def _make_distribution(self, n: int) -> EpsilonGreedy:
+    def _make_distribution(self, n: int) -> CategoricalEpsilonGreedy:
         return CategoricalEpsilonGreedy(dim=n, z=self.z, epsilon=self.eps_init)
 
     @property
@@ -342,7 +352,7 @@ class CatDqnAgent(DqnAgent):
     def _q_output(self, output: torch.Tensor) -> torch.Tensor:
         return F.softmax(output, dim=-1)
 
-    def inference_policy(self, device: Any = "cpu") -> torch.nn.Module:
+    def inference_policy(self, device: torch.device | str | int = "cpu") -> torch.nn.Module:
         """As ``DqnAgent.inference_policy``, greedy in the expected value over the atoms
         ``z`` as they are now (after the algorithm's ``give_V_min_max``)."""
         return agent_inference_policy(self, "expected_argmax", device, atoms=self.z)
@@ -374,7 +384,7 @@ class R2d1Agent(DqnAgent):
         """``(q [T, B, A], next_rnn_state)`` with grad, on the agent's device;
         ``init_rnn_state`` in [N, B, H] layout (None: zeros)."""
         inputs = self._recurrent_inputs((observation, prev_action, prev_reward), init_rnn_state)
-        return self.model(*inputs)
+        return self._require_model()(*inputs)
 
     @torch.no_grad()
     def target(  # type: ignore[override]
@@ -392,7 +402,7 @@ class R2d1Agent(DqnAgent):
         [B, N, H] (zeros after a reset; [N, H] for inputs without leading dims)."""
         inputs = self._model_inputs(observation, prev_action, prev_reward)
         prev_rnn_state = self.prev_rnn_state
-        q, rnn_state = self.model(*inputs, prev_rnn_state)
+        q, rnn_state = self._require_model()(*inputs, prev_rnn_state)
         action = self.distribution.sample(q)
         stored = self._step_rnn_state(prev_rnn_state, rnn_state, inputs[2].ndim == 0)
         agent_info = AgentInfoR2d1(q=q, prev_rnn_state=stored)
@@ -408,21 +418,21 @@ R2d1AgentBase = R2d1Agent
 class AtariDqnAgent(DqnAgent):
     """``DqnAgent`` with an ``AtariDqnModel`` (kwargs: ``atari_model_kwargs``)."""
 
-    def __init__(self, ModelCls: Any = AtariDqnModel, **kwargs: Any):
+    def __init__(self, ModelCls: ModelFactory = AtariDqnModel, **kwargs: Any):
         super().__init__(ModelCls, env_to_model_kwargs=atari_model_kwargs, **kwargs)
 
 
 class AtariCatDqnAgent(CatDqnAgent):
     """``CatDqnAgent`` with an ``AtariCatDqnModel``."""
 
-    def __init__(self, ModelCls: Any = AtariCatDqnModel, **kwargs: Any):
+    def __init__(self, ModelCls: ModelFactory = AtariCatDqnModel, **kwargs: Any):
         super().__init__(ModelCls, env_to_model_kwargs=atari_model_kwargs, **kwargs)
 
 
 class AtariR2d1Agent(R2d1Agent):
     """``R2d1Agent`` with an ``AtariR2d1Model``."""
 
-    def __init__(self, ModelCls: Any = AtariR2d1Model, **kwargs: Any):
+    def __init__(self, ModelCls: ModelFactory = AtariR2d1Model, **kwargs: Any):
         super().__init__(ModelCls, env_to_model_kwargs=atari_model_kwargs, **kwargs)
 
 
@@ -430,7 +440,7 @@ class VectorDqnAgent(DqnAgent):
     """``DqnAgent`` with a ``DqnMlpModel`` (kwargs: ``vector_model_kwargs``; the previous
     action goes to the model as integer indexes)."""
 
-    def __init__(self, ModelCls: Any = DqnMlpModel, **kwargs: Any):
+    def __init__(self, ModelCls: ModelFactory = DqnMlpModel, **kwargs: Any):
         super().__init__(
             ModelCls, env_to_model_kwargs=vector_model_kwargs, onehot_prev_action=False, **kwargs
         )
@@ -439,7 +449,7 @@ class VectorDqnAgent(DqnAgent):
 class VectorCatDqnAgent(CatDqnAgent):
     """``CatDqnAgent`` with a ``CatDqnMlpModel``, as ``VectorDqnAgent``."""
 
-    def __init__(self, ModelCls: Any = CatDqnMlpModel, **kwargs: Any):
+    def __init__(self, ModelCls: ModelFactory = CatDqnMlpModel, **kwargs: Any):
         super().__init__(
             ModelCls, env_to_model_kwargs=vector_model_kwargs, onehot_prev_action=False, **kwargs
         )
@@ -448,7 +458,7 @@ class VectorCatDqnAgent(CatDqnAgent):
 class VectorR2d1Agent(R2d1Agent):
     """``R2d1Agent`` with an ``R2d1MlpModel``, as ``VectorDqnAgent``."""
 
-    def __init__(self, ModelCls: Any = R2d1MlpModel, **kwargs: Any):
+    def __init__(self, ModelCls: ModelFactory = R2d1MlpModel, **kwargs: Any):
         super().__init__(
             ModelCls, env_to_model_kwargs=vector_model_kwargs, onehot_prev_action=False, **kwargs
         )

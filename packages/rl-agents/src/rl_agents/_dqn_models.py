@@ -18,7 +18,7 @@ import torch
 from rl_arrays import infer_leading_dims, restore_leading_dims, to_onehot
 
 from ._model_components import MlpModel
-from ._model_utils import scale_grad
+from ._model_utils import lstm_dtype, scale_grad
 from ._pg_models import (
     RnnState,
     VectorObservationModel,
@@ -49,7 +49,9 @@ _DQN_CONV = dict(
 _DUELING_GRAD_SCALE = 2 ** (-1 / 2)
 
 
-def _hidden_mlp(input_size: int, hidden_sizes: int | Sequence[int] | None) -> tuple[Any, int]:
+def _hidden_mlp(
+    input_size: int, hidden_sizes: int | Sequence[int] | None
+) -> tuple[torch.nn.Module, int]:
     """ReLU hidden layers (an identity when there are none) and their output size."""
     if not hidden_sizes:
         return torch.nn.Identity(), input_size
@@ -412,7 +414,7 @@ class R2d1MlpModel(VectorObservationModel):
         prev_reward: torch.Tensor,
         init_rnn_state: Any,
     ) -> tuple[torch.Tensor, Any]:
-        dtype = self.lstm.weight_ih_l0.dtype
+        dtype = lstm_dtype(self.lstm)
         prev_action = _onehot_prev_action(prev_action, self._action_size, dtype)
         lead_dim, T, B, lstm_flat, rnn_state = self._lstm_outputs(
             observation, prev_action, prev_reward, init_rnn_state

@@ -14,14 +14,21 @@ import contextlib
 import copy
 import os
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import torch
 import torch.nn.functional as F
 
+from rl_arrays import EnvSpaces
+
+from ._base_agent import BaseAgent
 from ._dqn_models import DistributionalDuelingHeadModel, DuelingHeadModel
+from ._model_utils import lstm_dtype
+
+if TYPE_CHECKING:  # (it imports this module)
+    from ._asymmetric_pg import _Branch
 
 __all__ = ["InferencePolicy", "RecurrentInferencePolicy", "export_policy"]
 
@@ -46,6 +53,10 @@ class _ActionSelector(torch.nn.Module):
     * ``scaled`` / ``tanh_scaled``: [-1, 1] actions (after a tanh) mapped onto ``[low,
       high]``, clamped, as the Q-policy-gradient agents' ``step`` does.
     """
+
+    atoms: torch.Tensor  # buffers, registered for the rules that use them
+    low: torch.Tensor
+    high: torch.Tensor
 
     def __init__(
         self,
@@ -100,7 +111,7 @@ class _PrevActionEncoder(torch.nn.Module):
         return action
 
 
-def _first(outputs: Any) -> torch.Tensor:
+def _first(outputs: torch.Tensor | Sequence[torch.Tensor]) -> torch.Tensor:
     """A model's first output (its only one when it returns a tensor)."""
     return outputs if isinstance(outputs, torch.Tensor) else outputs[0]
 
@@ -162,7 +173,7 @@ class _ActorCore(torch.nn.Module):
     """The actor branch of an asymmetric model (normalisation, MLP torso, head) as
     ``actor observation [B, ...] -> action``."""
 
-    def __init__(self, branch: torch.nn.Module, select: _ActionSelector):
+    def __init__(self, branch: "_Branch", select: _ActionSelector):
         super().__init__()
         self.branch, self.select = branch, select
 
@@ -175,9 +186,7 @@ class _RecurrentActorCore(torch.nn.Module):
     """The actor branch of an asymmetric LSTM model with its state explicit, as
     ``_RecurrentModelCore``; the LSTM reads the previous action and reward too."""
 
-    def __init__(
-        self, branch: torch.nn.Module, select: _ActionSelector, encoder: _PrevActionEncoder
-    ):
+    def __init__(self, branch: "_Branch", select: _ActionSelector, encoder: _PrevActionEncoder):
         super().__init__()
         self.branch, self.select, self.encoder = branch, select, encoder
 
@@ -263,6 +272,9 @@ class RecurrentInferencePolicy(torch.nn.Module):
     __jit_ignored_attributes__ = ["observation_dtype"]  # noqa: RUF012 (TorchScript reads a list)
     action_shape: list[int]
     observation_shape: list[int]
+    h: torch.Tensor  # buffers
+    c: torch.Tensor
+    prev_action: torch.Tensor
 
     def __init__(
         self,
@@ -275,7 +287,7 @@ class RecurrentInferencePolicy(torch.nn.Module):
         observation_dtype: torch.dtype = torch.float32,
         batch_size: int = -1,
         state_dtype: torch.dtype = torch.float32,
-        device: Any = None,
+        device: torch.device | str | int | None = None,
     ):
         super().__init__()
         self.core = core
@@ -403,7 +415,10 @@ _FORWARD_ONLY = {
 }
 
 
-def _frozen_copy(module: torch.nn.Module, device: Any) -> torch.nn.Module:
+_ModuleT = TypeVar("_ModuleT", bound=torch.nn.Module)
+
+
+def _frozen_copy(module: _ModuleT, device: torch.device) -> _ModuleT:
     """A copy of ``module`` on ``device``, in eval mode, without gradients; its dueling
     heads compute the same forward pass without the gradient scaling."""
     module = copy.deepcopy(module).to(device)
@@ -435,30 +450,37 @@ def _observation_spec(space: Any, actor_part: bool) -> tuple[tuple[int, ...], to
     return tuple(int(s) for s in shape), _torch_dtype(dtype)
 
 
-def _action_spec(agent: Any) -> tuple[tuple[int, ...], torch.dtype, int]:
+_ActionSpec = tuple[tuple[int, ...], torch.dtype, int]
+
+
+def _action_spec(agent: BaseAgent, env_spaces: EnvSpaces) -> _ActionSpec:
     """(shape, dtype, one-hot size or 0) of one environment's action as the policy keeps
     it; the one-hot size is the number of actions when the agent hands its model one-hot
     previous actions (``onehot_prev_action``)."""
-    space = agent.env_spaces.action
+    space = env_spaces.action
     n = getattr(space, "n", None)
     if n is None:
         return (int(space.shape[0]),), torch.float32, 0
     return (), torch.int64, int(n) if getattr(agent, "onehot_prev_action", False) else 0
 
 
-def _require_initialized(agent: Any) -> torch.nn.Module:
-    if getattr(agent, "model", None) is None:
+def _require_initialized(agent: BaseAgent) -> tuple[torch.nn.Module, EnvSpaces]:
+    """The agent's model (unwrapped) and its environment's spaces."""
+    if agent.model is None or agent.env_spaces is None:
         raise RuntimeError(f"{type(agent).__name__} has no model yet: call initialize() first")
-    return agent._plain_model()
+    return agent._plain_model(), agent.env_spaces
 
 
 def _probe_state(
-    core: torch.nn.Module, observation_shape: tuple[int, ...], action_spec: tuple, device: Any
+    core: _RecurrentModelCore,
+    observation_shape: tuple[int, ...],
+    action_spec: _ActionSpec,
+    device: torch.device,
 ) -> tuple[int, int, torch.dtype]:
     """(num_layers, hidden_size, dtype) of a recurrent model's state, from one step of the
     model from zeros."""
     action_shape, action_dtype, _ = action_spec
-    model, encoder = core.model, core.encoder  # type: ignore[union-attr]
+    model, encoder = core.model, core.encoder
     with torch.no_grad():
         outputs = model(
             torch.zeros((1, *observation_shape), device=device),
@@ -478,9 +500,9 @@ def _probe_state(
 
 
 def agent_inference_policy(
-    agent: Any,
+    agent: BaseAgent,
     rule: str,
-    device: Any = "cpu",
+    device: torch.device | str | int = "cpu",
     atoms: torch.Tensor | None = None,
     bounds: tuple[torch.Tensor, torch.Tensor] | None = None,
     actor_only: bool = False,
@@ -488,41 +510,37 @@ def agent_inference_policy(
     """The deployable policy of ``agent`` (what its ``inference_policy`` returns): a frozen
     copy of its model (``actor_only``: of the asymmetric model's actor branch) whose first
     output becomes the action by ``rule`` (see ``_ActionSelector``)."""
-    model = _require_initialized(agent)
+    model, env_spaces = _require_initialized(agent)
     device = torch.device(device)
     low, high = (None, None) if bounds is None else bounds
     select = _ActionSelector(rule, atoms=atoms, low=low, high=high).to(device)
-    action_spec = _action_spec(agent)
+    action_spec = _action_spec(agent, env_spaces)
     action_shape, action_dtype, onehot = action_spec
     encoder = _PrevActionEncoder(onehot)
-    observation_shape, observation_dtype = _observation_spec(
-        agent.env_spaces.observation, actor_only
-    )
+    observation_shape, observation_dtype = _observation_spec(env_spaces.observation, actor_only)
     recurrent = bool(getattr(agent, "recurrent", False))
     if actor_only:
         # The asymmetric model one-hot encodes integer actions itself: so does its actor here.
         if onehot == 0 and not action_dtype.is_floating_point:
-            encoder = _PrevActionEncoder(int(agent.env_spaces.action.n))
-        branch = _frozen_copy(model.actor, device)  # type: ignore[union-attr]
+            encoder = _PrevActionEncoder(int(env_spaces.action.n))
+        # An asymmetric model (the agents that ask for actor_only have one): its actor branch.
+        branch = _frozen_copy(cast("_Branch", model.actor), device)
         if not recurrent:
-            core: torch.nn.Module = _ActorCore(branch, select)
-            return InferencePolicy(core, observation_shape, observation_dtype)
+            return InferencePolicy(_ActorCore(branch, select), observation_shape, observation_dtype)
         lstm = branch.lstm
-        core = _RecurrentActorCore(branch, select, encoder)
-        num_layers, hidden_size, state_dtype = (
-            lstm.num_layers,
-            lstm.hidden_size,
-            lstm.weight_ih_l0.dtype,
-        )
+        assert lstm is not None  # a recurrent agent's asymmetric model is an LSTM one
+        core: torch.nn.Module = _RecurrentActorCore(branch, select, encoder)
+        num_layers, hidden_size, state_dtype = lstm.num_layers, lstm.hidden_size, lstm_dtype(lstm)
     else:
         model = _frozen_copy(model, device)
         if not recurrent:
             core = _ModelCore(model, select, encoder, action_shape, action_dtype)
             return InferencePolicy(core, observation_shape, observation_dtype)
-        core = _RecurrentModelCore(model, select, encoder)
+        recurrent_core = _RecurrentModelCore(model, select, encoder)
         num_layers, hidden_size, state_dtype = _probe_state(
-            core, observation_shape, action_spec, device
+            recurrent_core, observation_shape, action_spec, device
         )
+        core = recurrent_core
     if action_dtype.is_floating_point:
         action_dtype = state_dtype
     return RecurrentInferencePolicy(
@@ -541,7 +559,10 @@ def agent_inference_policy(
 # ------------------------------------------------------------------------ export
 
 
-def _policy_of(agent_or_policy: Any) -> InferencePolicy | RecurrentInferencePolicy:
+_Policy = InferencePolicy | RecurrentInferencePolicy
+
+
+def _policy_of(agent_or_policy: BaseAgent | _Policy) -> _Policy:
     if isinstance(agent_or_policy, (InferencePolicy, RecurrentInferencePolicy)):
         return agent_or_policy
     make = getattr(agent_or_policy, "inference_policy", None)
@@ -559,7 +580,7 @@ def _device_of(policy: torch.nn.Module) -> torch.device:
     return torch.device("cpu")
 
 
-def _example(policy: Any, example_observation: Any) -> torch.Tensor:
+def _example(policy: _Policy, example_observation: Any) -> torch.Tensor:
     """The example observation batch: as given (checked), or one zero observation."""
     device = _device_of(policy)
     shape = tuple(policy.observation_shape)
@@ -587,7 +608,7 @@ def _require_onnx() -> None:
         ) from e
 
 
-def _example_args(policy: Any, observation: torch.Tensor) -> tuple[torch.Tensor, ...]:
+def _example_args(policy: _Policy, observation: torch.Tensor) -> tuple[torch.Tensor, ...]:
     if isinstance(policy, InferencePolicy):
         return (observation,)
     batch = observation.shape[0]
@@ -597,7 +618,7 @@ def _example_args(policy: Any, observation: torch.Tensor) -> tuple[torch.Tensor,
     return tuple(x.to(observation.device) for x in (observation, h, h.clone(), action, reward))
 
 
-def _atomic(path: Path, write: Any) -> None:
+def _atomic(path: Path, write: Callable[[Path], object]) -> None:
     """``write(temporary path)``, then rename it to ``path`` (nothing half-written)."""
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     try:
@@ -618,7 +639,7 @@ def _quiet_jit() -> Iterator[None]:
         yield
 
 
-def _export_torchscript(policy: Any, args: tuple[torch.Tensor, ...], path: Path) -> None:
+def _export_torchscript(policy: _Policy, args: tuple[torch.Tensor, ...], path: Path) -> None:
     batch = int(args[0].shape[0])
     with _quiet_jit():
         traced = torch.jit.trace(policy.core, args)
@@ -643,7 +664,7 @@ def _export_torchscript(policy: Any, args: tuple[torch.Tensor, ...], path: Path)
         _atomic(path, lambda tmp: torch.jit.save(scripted, str(tmp)))
 
 
-def _export_onnx(policy: Any, args: tuple[torch.Tensor, ...], path: Path) -> None:
+def _export_onnx(policy: _Policy, args: tuple[torch.Tensor, ...], path: Path) -> None:
     if isinstance(policy, InferencePolicy):
         names, outputs = ["observation"], ["action"]
     else:
@@ -668,7 +689,7 @@ def _export_onnx(policy: Any, args: tuple[torch.Tensor, ...], path: Path) -> Non
 
 
 def export_policy(
-    agent_or_policy: Any,
+    agent_or_policy: BaseAgent | InferencePolicy | RecurrentInferencePolicy,
     path: str | os.PathLike,
     format: str = "torchscript",
     example_observation: Any = None,

@@ -105,7 +105,9 @@ class Conv2dModel(torch.nn.Module):
             layers += [nonlinearity()]
             if use_maxpool and s > 1:
                 layers.append(torch.nn.MaxPool2d(s))
-        self.conv = torch.nn.Sequential(*layers).to(memory_format=torch.channels_last)
+        self.conv = torch.nn.Sequential(*layers)
+        # Module.to takes memory_format (in place); torch's overloads of it leave it out.
+        self.conv.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
         return self.conv(input.contiguous(memory_format=torch.channels_last))

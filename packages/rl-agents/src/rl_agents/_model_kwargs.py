@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from rl_arrays import EnvSpaces
+
 __all__ = ["AtariMixin", "MujocoMixin", "VectorCategoricalMixin"]
 
 
@@ -16,7 +18,7 @@ def observation_shape(space: Any, name: str = "observation") -> tuple[int, ...]:
     return tuple(int(s) for s in shape)
 
 
-def n_actions(env_spaces: Any) -> int:
+def n_actions(env_spaces: EnvSpaces) -> int:
     n = getattr(env_spaces.action, "n", None)
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(
@@ -26,7 +28,7 @@ def n_actions(env_spaces: Any) -> int:
     return n
 
 
-def action_size_of(env_spaces: Any) -> int:
+def action_size_of(env_spaces: EnvSpaces) -> int:
     shape = getattr(env_spaces.action, "shape", None)
     if shape is None or len(shape) != 1:
         raise ValueError(
@@ -36,7 +38,7 @@ def action_size_of(env_spaces: Any) -> int:
     return int(shape[0])
 
 
-def atari_model_kwargs(env_spaces: Any) -> dict[str, Any]:
+def atari_model_kwargs(env_spaces: EnvSpaces) -> dict[str, Any]:
     """``image_shape`` (C, H, W) and ``output_size`` (the number of actions)."""
     image_shape = observation_shape(env_spaces.observation)
     if len(image_shape) != 3:
@@ -44,7 +46,7 @@ def atari_model_kwargs(env_spaces: Any) -> dict[str, Any]:
     return dict(image_shape=image_shape, output_size=n_actions(env_spaces))
 
 
-def mujoco_model_kwargs(env_spaces: Any) -> dict[str, Any]:
+def mujoco_model_kwargs(env_spaces: EnvSpaces) -> dict[str, Any]:
     """``observation_shape`` and ``action_size`` (a 1-D continuous action)."""
     return dict(
         observation_shape=observation_shape(env_spaces.observation),
@@ -52,7 +54,7 @@ def mujoco_model_kwargs(env_spaces: Any) -> dict[str, Any]:
     )
 
 
-def vector_model_kwargs(env_spaces: Any) -> dict[str, Any]:
+def vector_model_kwargs(env_spaces: EnvSpaces) -> dict[str, Any]:
     """``observation_shape`` and ``output_size`` (the number of actions)."""
     return dict(
         observation_shape=observation_shape(env_spaces.observation),
@@ -64,14 +66,14 @@ class AtariMixin:
     """rlpyt's mixin, for agents of one's own (``class MyAgent(AtariMixin, CategoricalPgAgent)``):
     the model kwargs of ``atari_model_kwargs``."""
 
-    def make_env_to_model_kwargs(self, env_spaces: Any) -> dict[str, Any]:
+    def make_env_to_model_kwargs(self, env_spaces: EnvSpaces) -> dict[str, Any]:
         return atari_model_kwargs(env_spaces)
 
 
 class MujocoMixin:
     """rlpyt's mixin, as ``AtariMixin``: the model kwargs of ``mujoco_model_kwargs``."""
 
-    def make_env_to_model_kwargs(self, env_spaces: Any) -> dict[str, Any]:
+    def make_env_to_model_kwargs(self, env_spaces: EnvSpaces) -> dict[str, Any]:
         return mujoco_model_kwargs(env_spaces)
 
 
@@ -83,5 +85,5 @@ class VectorCategoricalMixin:
         super().__init__(*args, **kwargs)
         self.onehot_prev_action = False
 
-    def make_env_to_model_kwargs(self, env_spaces: Any) -> dict[str, Any]:
+    def make_env_to_model_kwargs(self, env_spaces: EnvSpaces) -> dict[str, Any]:
         return vector_model_kwargs(env_spaces)

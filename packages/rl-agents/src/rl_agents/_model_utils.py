@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -47,16 +47,23 @@ class ScaleGrad(torch.autograd.Function):
     (e.g. a dueling DQN head scales the gradient into the shared conv layers)."""
 
     @staticmethod
-    def forward(ctx: Any, tensor: torch.Tensor, scale: float) -> torch.Tensor:  # type: ignore[override]
+    def forward(ctx: Any, tensor: torch.Tensor, scale: float) -> torch.Tensor:
         ctx.scale = scale
         return tensor.view_as(tensor)
 
     @staticmethod
-    def backward(ctx: Any, grad_output: torch.Tensor) -> tuple[torch.Tensor, None]:  # type: ignore[override]
+    def backward(ctx: Any, grad_output: torch.Tensor) -> tuple[torch.Tensor, None]:
         return grad_output * ctx.scale, None
 
 
 scale_grad = ScaleGrad.apply
+
+
+def lstm_dtype(lstm: torch.nn.LSTM) -> torch.dtype:
+    """The dtype of an LSTM's weights (the first layer's input weights)."""
+    # torch.nn.LSTM registers weight_ih_l0 ... by name at run time: typed only as an attribute
+    # of a Module (a tensor or a module).
+    return cast(torch.Tensor, lstm.weight_ih_l0).dtype
 
 
 def set_training_mode(module: torch.nn.Module, mode: bool) -> None:

@@ -3,14 +3,14 @@ and a value head, feed-forward or recurrent, and rlpyt's names for its usual set
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
 
-from rl_arrays import AgentStep, buffer_to, namedarraytuple
+from rl_arrays import AgentStep, EnvSpaces, buffer_to, namedarraytuple
 
-from ._base_agent import BaseAgent
+from ._base_agent import BaseAgent, ModelFactory
 from ._distributions import Categorical, DistInfo, DistInfoStd, Gaussian
 from ._inference import agent_inference_policy
 from ._model_kwargs import (
@@ -76,9 +76,11 @@ class PgAgent(BaseAgent):
     mean). ``env_to_model_kwargs`` as in ``BaseAgent``.
     """
 
+    distribution: Categorical | Gaussian  # (None until initialize())
+
     def __init__(
         self,
-        ModelCls: Any = None,
+        ModelCls: ModelFactory | None = None,
         model_kwargs: Mapping[str, Any] | None = None,
         initial_model_state_dict: Mapping[str, Any] | None = None,
         deterministic_eval: bool = False,
@@ -86,7 +88,7 @@ class PgAgent(BaseAgent):
         policy: str = "categorical",
         recurrent: bool = False,
         alternating: bool = False,
-        env_to_model_kwargs: Callable[[Any], dict[str, Any]] | None = None,
+        env_to_model_kwargs: Callable[[EnvSpaces], dict[str, Any]] | None = None,
         onehot_prev_action: bool = True,
     ):
         if policy not in _POLICIES:
@@ -104,11 +106,16 @@ class PgAgent(BaseAgent):
             self.keep_rnn_state(alternating)
 
     def initialize(
-        self, env_spaces: Any, share_memory: bool = False, global_B: int = 1, env_ranks: Any = None
+        self,
+        env_spaces: EnvSpaces,
+        share_memory: bool = False,
+        global_B: int = 1,
+        env_ranks: Sequence[int] | None = None,
     ) -> None:
         """Build the model and the policy's distribution (the action space checked first)."""
+        distribution: Categorical | Gaussian
         if self.policy == "categorical":
-            distribution: Any = Categorical(dim=n_actions(env_spaces))
+            distribution = Categorical(dim=n_actions(env_spaces))
         else:
             distribution = Gaussian(dim=action_size_of(env_spaces))
         super().initialize(env_spaces, share_memory, global_B=global_B, env_ranks=env_ranks)
@@ -116,10 +123,11 @@ class PgAgent(BaseAgent):
 
     def _forward(self, inputs: tuple, rnn_state: Any) -> tuple[Any, torch.Tensor, Any]:
         """``(dist_info, value, next_rnn_state)`` of the model (no rnn state: None)."""
+        model = self._require_model()
         if self.recurrent:
-            *outputs, next_rnn_state = self.model(*inputs, rnn_state)
+            *outputs, next_rnn_state = model(*inputs, rnn_state)
         else:
-            outputs, next_rnn_state = self.model(*inputs), None
+            outputs, next_rnn_state = model(*inputs), None
         if self.policy == "categorical":
             pi, value = outputs
             return DistInfo(prob=pi), value, next_rnn_state
@@ -128,7 +136,7 @@ class PgAgent(BaseAgent):
 
     def __call__(
         self, observation: Any, prev_action: Any, prev_reward: Any, init_rnn_state: Any = None
-    ) -> Any:
+    ) -> tuple[Any, ...]:
         """``(dist_info, value)`` for training data ([T, B], [B] or no leading dims), with
         grad, on the agent's device; recurrent agents return ``next_rnn_state`` too and take
         ``init_rnn_state`` in [N, B, H] layout (None: zeros)."""
@@ -167,7 +175,7 @@ class PgAgent(BaseAgent):
         rnn_state = self.rnn_states.for_value(batch_size) if self.rnn_states else None
         return self._forward(inputs, rnn_state)[1].to(self.output_device)
 
-    def inference_policy(self, device: Any = "cpu") -> torch.nn.Module:
+    def inference_policy(self, device: torch.device | str | int = "cpu") -> torch.nn.Module:
         """A frozen copy of the policy on ``device`` that acts as ``deterministic_eval``
         does (an ``InferencePolicy``, or a ``RecurrentInferencePolicy`` keeping the
         recurrent state; see ``export_policy``)."""
@@ -239,42 +247,42 @@ RecurrentGaussianPgAgentBase = RecurrentGaussianPgAgent
 class AtariFfAgent(CategoricalPgAgent):
     """``CategoricalPgAgent`` with an ``AtariFfModel`` (kwargs: ``atari_model_kwargs``)."""
 
-    def __init__(self, ModelCls: Any = AtariFfModel, **kwargs: Any):
+    def __init__(self, ModelCls: ModelFactory = AtariFfModel, **kwargs: Any):
         super().__init__(ModelCls, env_to_model_kwargs=atari_model_kwargs, **kwargs)
 
 
 class AtariLstmAgent(RecurrentCategoricalPgAgent):
     """``RecurrentCategoricalPgAgent`` with an ``AtariLstmModel``."""
 
-    def __init__(self, ModelCls: Any = AtariLstmModel, **kwargs: Any):
+    def __init__(self, ModelCls: ModelFactory = AtariLstmModel, **kwargs: Any):
         super().__init__(ModelCls, env_to_model_kwargs=atari_model_kwargs, **kwargs)
 
 
 class AlternatingAtariLstmAgent(AlternatingRecurrentCategoricalPgAgent):
     """``AlternatingRecurrentCategoricalPgAgent`` with an ``AtariLstmModel``."""
 
-    def __init__(self, ModelCls: Any = AtariLstmModel, **kwargs: Any):
+    def __init__(self, ModelCls: ModelFactory = AtariLstmModel, **kwargs: Any):
         super().__init__(ModelCls, env_to_model_kwargs=atari_model_kwargs, **kwargs)
 
 
 class MujocoFfAgent(GaussianPgAgent):
     """``GaussianPgAgent`` with a ``MujocoFfModel`` (kwargs: ``mujoco_model_kwargs``)."""
 
-    def __init__(self, ModelCls: Any = MujocoFfModel, **kwargs: Any):
+    def __init__(self, ModelCls: ModelFactory = MujocoFfModel, **kwargs: Any):
         super().__init__(ModelCls, env_to_model_kwargs=mujoco_model_kwargs, **kwargs)
 
 
 class MujocoLstmAgent(RecurrentGaussianPgAgent):
     """``RecurrentGaussianPgAgent`` with a ``MujocoLstmModel``."""
 
-    def __init__(self, ModelCls: Any = MujocoLstmModel, **kwargs: Any):
+    def __init__(self, ModelCls: ModelFactory = MujocoLstmModel, **kwargs: Any):
         super().__init__(ModelCls, env_to_model_kwargs=mujoco_model_kwargs, **kwargs)
 
 
 class AlternatingMujocoLstmAgent(AlternatingRecurrentGaussianPgAgent):
     """``AlternatingRecurrentGaussianPgAgent`` with a ``MujocoLstmModel``."""
 
-    def __init__(self, ModelCls: Any = MujocoLstmModel, **kwargs: Any):
+    def __init__(self, ModelCls: ModelFactory = MujocoLstmModel, **kwargs: Any):
         super().__init__(ModelCls, env_to_model_kwargs=mujoco_model_kwargs, **kwargs)
 
 
@@ -282,7 +290,7 @@ class CategoricalFfAgent(CategoricalPgAgent):
     """``CategoricalPgAgent`` with a ``CategoricalFfModel`` (kwargs: ``vector_model_kwargs``;
     the previous action goes to the model as integer indexes)."""
 
-    def __init__(self, ModelCls: Any = CategoricalFfModel, **kwargs: Any):
+    def __init__(self, ModelCls: ModelFactory = CategoricalFfModel, **kwargs: Any):
         super().__init__(
             ModelCls, env_to_model_kwargs=vector_model_kwargs, onehot_prev_action=False, **kwargs
         )
@@ -291,7 +299,7 @@ class CategoricalFfAgent(CategoricalPgAgent):
 class CategoricalLstmAgent(RecurrentCategoricalPgAgent):
     """``RecurrentCategoricalPgAgent`` with a ``CategoricalLstmModel``, as ``CategoricalFfAgent``."""
 
-    def __init__(self, ModelCls: Any = CategoricalLstmModel, **kwargs: Any):
+    def __init__(self, ModelCls: ModelFactory = CategoricalLstmModel, **kwargs: Any):
         super().__init__(
             ModelCls, env_to_model_kwargs=vector_model_kwargs, onehot_prev_action=False, **kwargs
         )

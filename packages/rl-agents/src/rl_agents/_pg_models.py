@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from rl_arrays import infer_leading_dims, namedarraytuple, restore_leading_dims, to_onehot
 
 from ._model_components import Conv2dHeadModel, MlpModel, RunningMeanStdModel
+from ._model_utils import lstm_dtype
 
 __all__ = [
     "AtariFfModel",
@@ -61,7 +62,7 @@ def atari_conv(
     )
 
 
-def scaled_images(image: torch.Tensor, T: int, B: int, img_shape: Any) -> torch.Tensor:
+def scaled_images(image: torch.Tensor, T: int, B: int, img_shape: tuple[int, ...]) -> torch.Tensor:
     """uint8 frames ``[T, B] + img_shape`` as one float32 batch ``[T * B] + img_shape`` in
     [0, 1] (a new tensor; the input is kept), channels-last as the conv torso runs: laid out
     while still uint8, a quarter of the bytes to move, then converted and scaled in place."""
@@ -91,6 +92,9 @@ def _cpu_chunk_rows(widest: int) -> int:
     traffic; at [256, 128, 64] on 24k rows, forward and backward run 1.4 x faster when it
     stays in the cache."""
     return max(1, _CPU_CHUNK_FLOATS // (2 * widest))
+
+
+_Pair = tuple[torch.Tensor, ...]  # a layer's weights (or biases) of the two members
 
 
 class _TwinMlp(torch.nn.Module):
@@ -156,7 +160,9 @@ class _TwinMlp(torch.nn.Module):
         (scaling them in place scales that member's alone)."""
         return [p.grad[member] for p in (*self.weights, *self.biases) if p.grad is not None]
 
-    def _member_forward(self, x: torch.Tensor, layers: list[Any], member: int) -> torch.Tensor:
+    def _member_forward(
+        self, x: torch.Tensor, layers: list[tuple[_Pair, _Pair]], member: int
+    ) -> torch.Tensor:
         """One member's MLP on ``x``; ``layers``: each layer's (weights, biases) per member."""
         h = x
         last = len(layers) - 1
@@ -236,10 +242,10 @@ class VectorObservationModel(torch.nn.Module):
         prev_action: torch.Tensor,
         prev_reward: torch.Tensor,
         init_rnn_state: Any,
-    ) -> tuple[Any, int, int, torch.Tensor, Any]:
+    ) -> tuple[int, int, int, torch.Tensor, Any]:
         """``(lead_dim, T, B, LSTM outputs [T * B, lstm_size], next RnnState)``."""
         lead_dim, T, B, _ = infer_leading_dims(observation, self._obs_ndim)
-        dtype = self.lstm.weight_ih_l0.dtype
+        dtype = lstm_dtype(self.lstm)
         features = self.mlp(self._flat_observation(observation, T, B, dtype))
         lstm_input = torch.cat(
             [

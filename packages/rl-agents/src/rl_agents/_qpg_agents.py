@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import torch
 
-from rl_arrays import AgentStep, buffer_to, namedarraytuple
+from rl_arrays import AgentStep, EnvSpaces, buffer_to, namedarraytuple
 
-from ._base_agent import BaseAgent
+from ._base_agent import BaseAgent, ModelFactory
 from ._distributions import DistInfoStd, Gaussian
 from ._inference import agent_inference_policy
 from ._model_kwargs import mujoco_model_kwargs
@@ -39,7 +39,7 @@ AgentInfoSac.__doc__ = (
 )
 
 
-def _box_bounds(agent: Any, env_spaces: Any) -> tuple[torch.Tensor, torch.Tensor]:
+def _box_bounds(agent: BaseAgent, env_spaces: EnvSpaces) -> tuple[torch.Tensor, torch.Tensor]:
     """The action space's (low, high) as float tensors, after checking it is a bounded Box."""
     action = getattr(env_spaces, "action", None)
     shape = getattr(action, "shape", None)
@@ -68,7 +68,9 @@ def _box_bounds(agent: Any, env_spaces: Any) -> tuple[torch.Tensor, torch.Tensor
     return low, high
 
 
-def _check_number(name: str, value: Any, positive: bool = False, allow_none: bool = True) -> Any:
+def _check_number(
+    name: str, value: Any, positive: bool = False, allow_none: bool = True
+) -> float | None:
     """``value`` as a float after checking it is a number >= 0 (> 0 when ``positive``), or
     None when allowed."""
     if value is None and allow_none:
@@ -95,10 +97,12 @@ class _QpgAgent(BaseAgent):
     target networks beside the policy ``model`` (subclasses build them in
     ``_build_networks``), the pretraining iteration and the state dict of every network."""
 
+    distribution: Gaussian  # (None until initialize())
+
     def __init__(
         self,
-        ModelCls: Any,
-        QModelCls: Any,
+        ModelCls: ModelFactory,
+        QModelCls: ModelFactory,
         model_kwargs: Mapping[str, Any],
         q_model_kwargs: Mapping[str, Any],
         initial_model_state_dict: Mapping[str, Any] | None,
@@ -114,13 +118,17 @@ class _QpgAgent(BaseAgent):
         # True) shares, so sampler workers started before the algorithm set it still see it.
         self._min_itr_learn = torch.zeros((), dtype=torch.int64)
         self._pretraining = False
-        self._action_low: Any = None
-        self._action_high: Any = None
+        self._action_low: torch.Tensor | None = None
+        self._action_high: torch.Tensor | None = None
 
     # ------------------------------------------------------------------ set-up
 
     def initialize(
-        self, env_spaces: Any, share_memory: bool = False, global_B: int = 1, env_ranks: Any = None
+        self,
+        env_spaces: EnvSpaces,
+        share_memory: bool = False,
+        global_B: int = 1,
+        env_ranks: Sequence[int] | None = None,
     ) -> None:
         """Build the policy, the critics and the target networks (targets start as copies);
         refuses action spaces other than a bounded 1-D Box."""
@@ -178,8 +186,8 @@ class _QpgAgent(BaseAgent):
             return
         for network in self._networks().values():
             network.to(self.device)
-        self._action_low = self._action_low.to(self.device)
-        self._action_high = self._action_high.to(self.device)
+        low, high = self._bounds()
+        self._action_low, self._action_high = low.to(self.device), high.to(self.device)
 
     # ------------------------------------------------------------------ modes
 
@@ -204,7 +212,7 @@ class _QpgAgent(BaseAgent):
     # ------------------------------------------------------------------ actions
 
     def _bounds(self) -> tuple[torch.Tensor, torch.Tensor]:
-        if self._action_low is None:
+        if self._action_low is None or self._action_high is None:
             raise RuntimeError(f"{type(self).__name__} has no model yet: call initialize() first")
         return self._action_low, self._action_high
 
@@ -265,8 +273,8 @@ class DdpgAgent(_QpgAgent):
 
     def __init__(
         self,
-        ModelCls: Any = MuMlpModel,
-        QModelCls: Any = QofMuMlpModel,
+        ModelCls: ModelFactory = MuMlpModel,
+        QModelCls: ModelFactory = QofMuMlpModel,
         model_kwargs: Mapping[str, Any] | None = None,
         q_model_kwargs: Mapping[str, Any] | None = None,
         initial_model_state_dict: Mapping[str, Any] | None = None,
@@ -308,7 +316,7 @@ class DdpgAgent(_QpgAgent):
     def _target_pairs(self) -> list[tuple[torch.nn.Module, torch.nn.Module]]:
         return [(self.target_model, self._plain_model()), (self.target_q_model, self.q_model)]
 
-    def inference_policy(self, device: Any = "cpu") -> torch.nn.Module:
+    def inference_policy(self, device: torch.device | str | int = "cpu") -> torch.nn.Module:
         """A frozen copy of the policy on ``device`` acting as in eval mode: ``mu`` mapped
         onto the action space's [low, high] (an ``InferencePolicy``; see ``export_policy``)."""
         return agent_inference_policy(self, "scaled", device, bounds=self._bounds())
@@ -322,9 +330,12 @@ class DdpgAgent(_QpgAgent):
 
     def __call__(self, observation: Any, prev_action: Any, prev_reward: Any) -> torch.Tensor:
         """The policy's action ``mu`` in [-1, 1], with grad."""
-        return self.model(*self._model_inputs(observation, prev_action, prev_reward))
+        inputs = self._model_inputs(observation, prev_action, prev_reward)
+        return self._require_model()(*inputs)
 
-    def q(self, observation: Any, prev_action: Any, prev_reward: Any, action: Any) -> torch.Tensor:
+    def q(
+        self, observation: Any, prev_action: Any, prev_reward: Any, action: torch.Tensor
+    ) -> torch.Tensor:
         """Q(s, a) for ``action`` in [-1, 1], with grad."""
         inputs = self._model_inputs(observation, prev_action, prev_reward)
         return self.q_model(*inputs, action.to(self.device))
@@ -332,7 +343,7 @@ class DdpgAgent(_QpgAgent):
     def q_at_mu(self, observation: Any, prev_action: Any, prev_reward: Any) -> torch.Tensor:
         """Q(s, mu(s)), with grad into the policy (and the critic)."""
         inputs = self._model_inputs(observation, prev_action, prev_reward)
-        return self.q_model(*inputs, self.model(*inputs))
+        return self.q_model(*inputs, self._require_model()(*inputs))
 
     @torch.no_grad()
     def target_q_at_mu(self, observation: Any, prev_action: Any, prev_reward: Any) -> Any:
@@ -343,7 +354,8 @@ class DdpgAgent(_QpgAgent):
     @torch.no_grad()
     def step(self, observation: Any, prev_action: Any, prev_reward: Any) -> Any:
         """Noisy actions in the environment's units: ``AgentStep(action, AgentInfoDdpg(mu))``."""
-        mu = self.model(*self._model_inputs(observation, prev_action, prev_reward))
+        inputs = self._model_inputs(observation, prev_action, prev_reward)
+        mu = self._require_model()(*inputs)
         action = self.distribution.sample(DistInfoStd(mean=mu, log_std=None))
         agent_info = AgentInfoDdpg(mu=self._env_action(mu))
         return buffer_to(AgentStep(self._env_action(action), agent_info), device=self.output_device)
@@ -407,7 +419,7 @@ class Td3Agent(DdpgAgent):
         return itertools.chain(self.q_model.parameters(), self.q2_model.parameters())
 
     def q(  # type: ignore[override]
-        self, observation: Any, prev_action: Any, prev_reward: Any, action: Any
+        self, observation: Any, prev_action: Any, prev_reward: Any, action: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """``(q1, q2)`` of the twin critics for ``action`` in [-1, 1], with grad."""
         inputs = self._model_inputs(observation, prev_action, prev_reward)
@@ -439,8 +451,8 @@ class SacAgent(_QpgAgent):
 
     def __init__(
         self,
-        ModelCls: Any = PiMlpModel,
-        QModelCls: Any = QofMuMlpModel,
+        ModelCls: ModelFactory = PiMlpModel,
+        QModelCls: ModelFactory = QofMuMlpModel,
         model_kwargs: Mapping[str, Any] | None = None,
         q_model_kwargs: Mapping[str, Any] | None = None,
         initial_model_state_dict: Mapping[str, Any] | None = None,
@@ -478,7 +490,7 @@ class SacAgent(_QpgAgent):
     def _target_pairs(self) -> list[tuple[torch.nn.Module, torch.nn.Module]]:
         return [(self.target_q1_model, self.q1_model), (self.target_q2_model, self.q2_model)]
 
-    def inference_policy(self, device: Any = "cpu") -> torch.nn.Module:
+    def inference_policy(self, device: torch.device | str | int = "cpu") -> torch.nn.Module:
         """A frozen copy of the policy on ``device`` acting as in eval mode: ``tanh(mean)``
         mapped onto the action space's [low, high] (an ``InferencePolicy``; see
         ``export_policy``)."""
@@ -493,7 +505,7 @@ class SacAgent(_QpgAgent):
         return itertools.chain(self.q1_model.parameters(), self.q2_model.parameters())
 
     def _dist_info(self, inputs: tuple) -> Any:
-        mean, log_std = self.model(*inputs)
+        mean, log_std = self._require_model()(*inputs)
         return DistInfoStd(mean=mean, log_std=log_std)
 
     def pi(
@@ -508,7 +520,7 @@ class SacAgent(_QpgAgent):
     __call__ = pi
 
     def q(
-        self, observation: Any, prev_action: Any, prev_reward: Any, action: Any
+        self, observation: Any, prev_action: Any, prev_reward: Any, action: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """``(q1, q2)`` for ``action`` in [-1, 1], with grad."""
         inputs = self._model_inputs(observation, prev_action, prev_reward)
@@ -517,7 +529,7 @@ class SacAgent(_QpgAgent):
 
     @torch.no_grad()
     def target_q(
-        self, observation: Any, prev_action: Any, prev_reward: Any, action: Any
+        self, observation: Any, prev_action: Any, prev_reward: Any, action: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """The target critics' ``(q1, q2)`` for ``action`` in [-1, 1], no grad."""
         inputs = self._model_inputs(observation, prev_action, prev_reward)
@@ -530,7 +542,7 @@ class SacAgent(_QpgAgent):
         dist_info = self._dist_info(self._model_inputs(observation, prev_action, prev_reward))
         if self._mode == "eval":
             action = torch.tanh(dist_info.mean)
-        elif self._pretraining:
+        elif self._pretraining and self.pretrain_std is not None:
             noise = torch.randn_like(dist_info.mean) * self.pretrain_std
             action = torch.tanh(dist_info.mean + noise)
         else:

@@ -14,7 +14,12 @@ from typing import Any
 
 import torch
 
+from ._base_agent import BaseAgent
+
 __all__ = ["load_weights"]
+
+# What weights are loaded into, and taken from (besides a checkpoint's path).
+_Holder = torch.nn.Module | BaseAgent
 
 # Where our runners' checkpoints keep the agent's state dict (get_itr_snapshot).
 _AGENT_KEY = "agent_state_dict"
@@ -36,12 +41,12 @@ def _flatten(state: Mapping[str, Any]) -> dict[str, tuple[tuple[str, ...], Any]]
     return flat
 
 
-def _rebuilt(state: Mapping[str, Any], replace: Mapping[tuple[str, ...], Any]) -> Any:
+def _rebuilt(state: Mapping[str, Any], replace: Mapping[tuple[str, ...], Any]) -> dict[str, Any]:
     """A copy of the nested ``state`` with the leaves at the paths in ``replace`` replaced
     (dict types and torch's ``_metadata`` kept, so ``load_state_dict`` reads it as before)."""
 
-    def copy(node: Mapping[str, Any], path: tuple[str, ...]) -> Any:
-        out = OrderedDict() if isinstance(node, OrderedDict) else {}
+    def copy(node: Mapping[str, Any], path: tuple[str, ...]) -> dict[str, Any]:
+        out: dict[str, Any] = OrderedDict() if isinstance(node, OrderedDict) else {}
         for key, value in node.items():
             here = (*path, key)
             if isinstance(value, Mapping):
@@ -50,13 +55,15 @@ def _rebuilt(state: Mapping[str, Any], replace: Mapping[tuple[str, ...], Any]) -
                 out[key] = replace.get(here, value)
         metadata = getattr(node, "_metadata", None)
         if metadata is not None:
-            out._metadata = metadata  # type: ignore[union-attr]
+            out._metadata = metadata  # type: ignore[attr-defined]  # torch's state-dict metadata
         return out
 
     return copy(state, ())
 
 
-def _source_state(source: Any, weights_only: bool) -> Mapping[str, Any]:
+def _source_state(
+    source: Mapping[str, Any] | _Holder | str | os.PathLike[str], weights_only: bool
+) -> Mapping[str, Any]:
     """The state dict to take weights from: a mapping, an object with ``state_dict()`` (a
     module or an agent), or the path of a checkpoint (a runner's: its
     ``"agent_state_dict"``; else the state dict saved there)."""
@@ -80,7 +87,7 @@ def _source_state(source: Any, weights_only: bool) -> Mapping[str, Any]:
     )
 
 
-def _as_strings(name: str, value: Any) -> list[str] | None:
+def _as_strings(name: str, value: str | Sequence[str] | None) -> list[str] | None:
     if value is None:
         return None
     values = [value] if isinstance(value, str) else list(value)
@@ -118,8 +125,8 @@ def _describe(value: Any) -> str:
 
 
 def load_weights(
-    target: Any,
-    source: Any,
+    target: _Holder,
+    source: Mapping[str, Any] | _Holder | str | os.PathLike[str],
     rename: Mapping[str, str] | None = None,
     prefixes: str | Sequence[str] | None = None,
     strict: bool = True,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -27,7 +28,7 @@ class A2C(PolicyGradientAlgo):
         learning_rate: float = 0.001,
         value_loss_coeff: float = 0.5,
         entropy_loss_coeff: float = 0.01,
-        OptimCls: Any = torch.optim.Adam,
+        OptimCls: Callable[..., torch.optim.Optimizer] = torch.optim.Adam,
         optim_kwargs: dict[str, Any] | None = None,
         clip_grad_norm: float | None = 1.0,
         initial_optim_state_dict: dict[str, Any] | None = None,

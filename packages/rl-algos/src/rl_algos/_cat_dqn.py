@@ -3,7 +3,7 @@ trained by cross-entropy against the target distribution projected onto the same
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -11,7 +11,7 @@ from rl_arrays import select_at_indexes
 
 from ._dqn import DQN
 from ._pg import check_number
-from ._protocols import CatQAgentLike
+from ._protocols import CatQAgentLike, QAgentLike
 
 __all__ = ["CategoricalDQN", "categorical_projection"]
 
@@ -64,17 +64,18 @@ class CategoricalDQN(DQN):
         self.V_min = V_min
         self.V_max = V_max
 
-    def _check_agent(self, agent: Any) -> None:
+    def _check_agent(self, agent: object) -> None:
         if not hasattr(agent, "give_V_min_max"):
             raise TypeError(
                 "CategoricalDQN needs an agent with give_V_min_max (see rl_algos.CatQAgentLike)"
             )
         super()._check_agent(agent)
 
-    def _tell_agent(self, agent: CatQAgentLike) -> None:
+    def _tell_agent(self, agent: QAgentLike) -> None:
         """As DQN's, and the support of the return distributions (``give_V_min_max``)."""
         super()._tell_agent(agent)
-        agent.give_V_min_max(self.V_min, self.V_max)
+        # A CatQAgentLike: _check_agent made sure that it has give_V_min_max.
+        cast(CatQAgentLike, agent).give_V_min_max(self.V_min, self.V_max)
 
     def loss(self, samples: Any) -> tuple[torch.Tensor, torch.Tensor]:
         """``(loss, KL(target || prediction) per transition)`` on a replayed batch: the

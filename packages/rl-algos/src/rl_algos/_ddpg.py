@@ -3,18 +3,22 @@ with TD3 and SAC are ``_qpg``'s."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
+from rl_replay import BaseNStepReturnBuffer
+
 from ._pg import check_count, check_number
+from ._protocols import DdpgAgentLike
 from ._qpg import DdpgOptInfo, QpgAlgo, frozen, masked_mean
 from ._replay_algo import check_positive
 
 __all__ = ["DDPG", "DdpgOptInfo"]
 
 
-class DDPG(QpgAlgo):
+class DDPG(QpgAlgo[DdpgAgentLike]):
     """Deep deterministic policy gradient from a replay buffer (rlpyt's arguments and
     defaults; loop, replay and time limits as in ``QpgAlgo`` and ``_qpg``'s notes).
 
@@ -50,7 +54,7 @@ class DDPG(QpgAlgo):
         policy_update_interval: int = 1,
         learning_rate: float = 1e-4,
         q_learning_rate: float = 1e-3,
-        OptimCls: Any = torch.optim.Adam,
+        OptimCls: Callable[..., torch.optim.Optimizer] = torch.optim.Adam,
         optim_kwargs: dict[str, Any] | None = None,
         initial_optim_state_dict: dict[str, Any] | None = None,
         clip_grad_norm: float | None = 1e8,
@@ -58,7 +62,7 @@ class DDPG(QpgAlgo):
         n_step_return: int = 1,
         updates_per_sync: int = 1,
         bootstrap_timelimit: bool = True,
-        ReplayBufferCls: Any = None,
+        ReplayBufferCls: Callable[..., BaseNStepReturnBuffer] | None = None,
     ):
         super().__init__(
             discount=discount,
@@ -85,8 +89,8 @@ class DDPG(QpgAlgo):
         self.learning_rate = learning_rate
         self.q_learning_rate = q_learning_rate
         self.q_target_clip = q_target_clip
-        self.mu_optimizer: Any = None
-        self.q_optimizer: Any = None
+        self.mu_optimizer: torch.optim.Optimizer | None = None
+        self.q_optimizer: torch.optim.Optimizer | None = None
 
     def _make_optimizers(self) -> None:
         self._mu_params = list(self._agent.mu_parameters())
@@ -102,12 +106,14 @@ class DDPG(QpgAlgo):
 
     def _update(self, samples: Any, opt_info: Any) -> None:
         q_loss, q = self.q_loss(samples)
-        opt_info.qGradNorm.append(self._step(self.q_optimizer, q_loss, self._q_params))
+        q_optimizer = self._require(self.q_optimizer)
+        opt_info.qGradNorm.append(self._step(q_optimizer, q_loss, self._q_params))
         opt_info.qLoss.append(q_loss.detach())
         opt_info.q.append(q.mean())
         if self.update_counter % self.policy_update_interval == 0:
             mu_loss = self.mu_loss(samples)
-            opt_info.muGradNorm.append(self._step(self.mu_optimizer, mu_loss, self._mu_params))
+            mu_optimizer = self._require(self.mu_optimizer)
+            opt_info.muGradNorm.append(self._step(mu_optimizer, mu_loss, self._mu_params))
             opt_info.muLoss.append(mu_loss.detach())
 
     def critics(self, q: Any) -> tuple[torch.Tensor, ...]:
@@ -129,10 +135,13 @@ class DDPG(QpgAlgo):
         dim [B], on the agent's device): ``0.5 * (y - Q)**2`` averaged over the valid
         transitions, summed over the critics."""
         action = self._agent.normalize_action(samples.action)
-        qs = self.critics(self._agent.q(*samples.agent_inputs, action))
+        # (observation, prev_action, prev_reward)
+        inputs: tuple[Any, Any, Any] = samples.agent_inputs
+        qs = self.critics(self._agent.q(*inputs, action))
         y = self.q_target(samples)
         valid = self.valid(samples)
-        loss = sum(masked_mean(0.5 * (y - q) ** 2, valid) for q in qs)
+        losses = [masked_mean(0.5 * (y - q) ** 2, valid) for q in qs]
+        loss = sum(losses[1:], losses[0])
         return loss, qs[0].detach()
 
     def mu_loss(self, samples: Any) -> torch.Tensor:

@@ -6,12 +6,14 @@ from __future__ import annotations
 import copy
 import os
 from collections import namedtuple
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from rl_arrays import namedarraytuple, select_at_indexes
 from rl_replay import (
+    BaseNStepReturnBuffer,
     PrioritizedReplayBuffer,
     PrioritizedReplayFrameBuffer,
     TlPrioritizedReplayBuffer,
@@ -70,7 +72,7 @@ def _mask(flags: torch.Tensor) -> torch.Tensor:
     return flags if flags.dtype == torch.bool else flags != 0
 
 
-class DQN(ReplayAlgo):
+class DQN(ReplayAlgo[QAgentLike]):
     """DQN trained from a replay buffer (rlpyt's algorithm and argument names).
 
     Each ``optimize_agent`` appends the sampler's batch to the replay buffer and, from
@@ -98,7 +100,7 @@ class DQN(ReplayAlgo):
         target_update_interval: int = 312,
         n_step_return: int = 1,
         learning_rate: float = 2.5e-4,
-        OptimCls: Any = torch.optim.Adam,
+        OptimCls: Callable[..., torch.optim.Optimizer] = torch.optim.Adam,
         optim_kwargs: dict[str, Any] | None = None,
         initial_optim_state_dict: dict[str, Any] | None = None,
         clip_grad_norm: float | None = 10.0,
@@ -110,7 +112,7 @@ class DQN(ReplayAlgo):
         pri_beta_final: float = 1.0,
         pri_beta_steps: int = int(50e6),
         default_priority: float | None = None,
-        ReplayBufferCls: Any = None,
+        ReplayBufferCls: Callable[..., BaseNStepReturnBuffer] | None = None,
         updates_per_sync: int = 1,
         frame_buffer: bool = False,
         bootstrap_timelimit: bool = False,
@@ -170,7 +172,7 @@ class DQN(ReplayAlgo):
 
     # ------------------------------------------------------------------ set-up
 
-    def _check_agent(self, agent: Any) -> None:
+    def _check_agent(self, agent: object) -> None:
         check_agent(agent, type(self).__name__, _AGENT_MEMBERS, "QAgentLike")
         if getattr(agent, "recurrent", False):
             raise TypeError(
@@ -200,7 +202,7 @@ class DQN(ReplayAlgo):
             alpha=self.pri_alpha, beta=self.pri_beta_init, default_priority=self.default_priority
         )
 
-    def _default_replay_cls(self) -> Any:
+    def _default_replay_cls(self) -> type[BaseNStepReturnBuffer]:
         if self.prioritized_replay:
             if self.frame_buffer:
                 return PrioritizedReplayFrameBuffer
@@ -237,10 +239,10 @@ class DQN(ReplayAlgo):
     def _record(
         self,
         opt_info: Any,
-        loss: Any,
+        loss: torch.Tensor,
         grad_norm: torch.Tensor,
-        td_abs_errors: Any,
-        priorities: Any,
+        td_abs_errors: torch.Tensor,
+        priorities: torch.Tensor,
     ) -> None:
         """Append the update's diagnostics as 0-dim tensors (``optimize_agent`` reads them
         together: one wait for the device per call, not three per update)."""

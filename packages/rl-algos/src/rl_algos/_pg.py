@@ -5,14 +5,15 @@ from __future__ import annotations
 import copy
 import math
 from collections import namedtuple
+from collections.abc import Callable, Iterable
 from numbers import Integral, Real
 from typing import Any
 
 import torch
 
-from rl_arrays import buffer_method, buffer_to, torchify_buffer
+from rl_arrays import BatchSpec, buffer_method, buffer_to, torchify_buffer
 
-from ._protocols import PgAgentLike
+from ._protocols import PgAgentLike, PgDistributionLike
 from ._returns import (
     discount_return,
     discount_return_tl,
@@ -35,18 +36,20 @@ def check_number(
     """Raise a ValueError naming ``name`` unless ``value`` is a finite real in [low, high]."""
     if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(value):
         raise ValueError(f"{name} must be a finite number, got {value!r}")
-    if (low is not None and value < low) or (high is not None and value > high):
+    number = float(value)
+    if (low is not None and number < low) or (high is not None and number > high):
         bounds = f"[{'-inf' if low is None else low}, {'inf' if high is None else high}]"
         raise ValueError(f"{name} must lie in {bounds}, got {value!r}")
 
 
-def check_count(name: str, value: Any, low: int = 1) -> None:
-    """Raise a ValueError naming ``name`` unless ``value`` is an integer >= ``low``."""
+def check_count(name: str, value: Any, low: int = 1) -> int:
+    """``value`` as an int; a ValueError naming ``name`` unless it is an integer >= ``low``."""
     if isinstance(value, bool) or not isinstance(value, Integral) or value < low:
         raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+    return int(value)
 
 
-def clip_grad_norm(params: Any, max_norm: float | None) -> torch.Tensor:
+def clip_grad_norm(params: Iterable[torch.Tensor], max_norm: float | None) -> torch.Tensor:
     """The 2-norm of all the gradients of ``params``, which are scaled down to ``max_norm``
     where it is larger (None: not clipped), as ``torch.nn.utils.clip_grad_norm_`` computes
     it, in about a third of its time: without its grouping of the tensors by device and
@@ -65,7 +68,9 @@ def clip_grads(grads: list[torch.Tensor], max_norm: float | None) -> torch.Tenso
 
 
 def clip_and_step(
-    optimizer: torch.optim.Optimizer, params: Any, clip_grad_norm_to: float | None
+    optimizer: torch.optim.Optimizer,
+    params: Iterable[torch.Tensor],
+    clip_grad_norm_to: float | None,
 ) -> torch.Tensor:
     """Clip the gradients' norm to ``clip_grad_norm_to`` (None: no clipping), take an
     optimizer step; returns the norm before clipping (a tensor: reading it waits for the
@@ -94,7 +99,7 @@ class PolicyGradientAlgo:
         learning_rate: float,
         value_loss_coeff: float,
         entropy_loss_coeff: float,
-        OptimCls: Any,
+        OptimCls: Callable[..., torch.optim.Optimizer],
         optim_kwargs: dict[str, Any] | None,
         clip_grad_norm: float | None,
         initial_optim_state_dict: dict[str, Any] | None,
@@ -136,7 +141,7 @@ class PolicyGradientAlgo:
         self,
         agent: PgAgentLike,
         n_itr: int,
-        batch_spec: Any = None,
+        batch_spec: BatchSpec | None = None,
         mid_batch_reset: bool = False,
         examples: Any = None,
         world_size: int = 1,
@@ -282,7 +287,7 @@ class PolicyGradientAlgo:
     def _to_device(self, samples: Any) -> Any:
         return buffer_to(torchify_buffer(samples), self._agent.device)
 
-    def _forward(self, agent_inputs: Any, init_rnn_state: Any = None) -> tuple[Any, Any]:
+    def _forward(self, agent_inputs: Any, init_rnn_state: Any = None) -> tuple[Any, torch.Tensor]:
         """The agent's ``(dist_info, value)`` with grad; a recurrent agent starts from
         ``init_rnn_state``, given batch-first ``[B, N, H]`` as stored in samples."""
         if self._agent.recurrent:
@@ -301,7 +306,9 @@ class PolicyGradientAlgo:
         prev_rnn_state = getattr(samples.agent.agent_info, "prev_rnn_state", None)
         return None if prev_rnn_state is None else prev_rnn_state[0]
 
-    def _entropy_bonus(self, dist: Any, dist_info: Any, valid: Any) -> tuple[Any, Any]:
+    def _entropy_bonus(
+        self, dist: PgDistributionLike, dist_info: Any, valid: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor | float]:
         """``(mean entropy, -entropy_loss_coeff * mean entropy)``; with no bonus the entropy
         is a diagnostic only, computed outside the graph (a smaller backward pass)."""
         if self.entropy_loss_coeff == 0:
@@ -315,7 +322,7 @@ class PolicyGradientAlgo:
         optimizer step; returns the norm of all the gradients before clipping (a tensor:
         reading it as a number waits for the device)."""
         if self.clip_grad_separately:
-            groups = self._agent.gradient_groups()  # type: ignore[attr-defined]
+            groups = self._agent.gradient_groups()  # type: ignore[attr-defined]  # optional member
             norms = torch.stack([clip_grads(grads, self.clip_grad_norm) for grads in groups])
             grad_norm = torch.linalg.vector_norm(norms)
             self._optimizer.step()

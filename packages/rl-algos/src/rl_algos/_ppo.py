@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import itertools
 from collections import namedtuple
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
-from rl_arrays import AgentInputs, buffer_func, buffer_method, namedarraytuple
+from rl_arrays import AgentInputs, BatchSpec, buffer_func, buffer_method, namedarraytuple
 
-from ._pg import OptInfo, PolicyGradientAlgo, check_count, check_number
+from ._pg import PolicyGradientAlgo, check_count, check_number
 from ._protocols import PgAgentLike
 from ._trajectories import trajectory_layout
 
@@ -19,7 +20,10 @@ __all__ = ["PPO", "LossInputs", "PpoOptInfo"]
 # PPO's diagnostics: OptInfo's plus the mean KL(old || new), the fraction of valid steps
 # whose likelihood ratio lay outside [1 - ratio_clip, 1 + ratio_clip], and the learning rate
 # of the step, per minibatch.
-PpoOptInfo = namedtuple("PpoOptInfo", [*OptInfo._fields, "kl", "clipFraction", "learningRate"])
+PpoOptInfo = namedtuple(
+    "PpoOptInfo",
+    ["loss", "gradNorm", "entropy", "perplexity", "kl", "clipFraction", "learningRate"],
+)
 
 # rsl_rl's adaptive schedule: the factor and the bounds of the learning rate.
 _LR_FACTOR, _MIN_LR, _MAX_LR = 1.5, 1e-5, 1e-2
@@ -53,7 +57,7 @@ class PPO(PolicyGradientAlgo):
         learning_rate: float = 0.001,
         value_loss_coeff: float = 1.0,
         entropy_loss_coeff: float = 0.01,
-        OptimCls: Any = torch.optim.Adam,
+        OptimCls: Callable[..., torch.optim.Optimizer] = torch.optim.Adam,
         optim_kwargs: dict[str, Any] | None = None,
         clip_grad_norm: float | None = 1.0,
         initial_optim_state_dict: dict[str, Any] | None = None,
@@ -114,7 +118,7 @@ class PPO(PolicyGradientAlgo):
         self,
         agent: PgAgentLike,
         n_itr: int,
-        batch_spec: Any = None,
+        batch_spec: BatchSpec | None = None,
         mid_batch_reset: bool = False,
         examples: Any = None,
         world_size: int = 1,
@@ -180,7 +184,8 @@ class PPO(PolicyGradientAlgo):
         losses, grad_norms, steps, learning_rates = [], [], [], []
         for _ in range(self.epochs):
             # The whole batch by default: its loss does not depend on the order.
-            batch, batch_old_value, splits = loss_inputs, old_value, [slice(None)]
+            batch, batch_old_value = loss_inputs, old_value
+            splits: list[slice] | tuple[torch.Tensor, ...] = [slice(None)]
             if self.minibatches > 1:
                 order = torch.randperm(n, generator=self._generator, device=reward.device)
                 if recurrent:
@@ -190,7 +195,7 @@ class PPO(PolicyGradientAlgo):
                     batch_old_value = None if old_value is None else old_value[order]
                     splits = _split_slices(n, self.minibatches)
             for idxs in splits:
-                if padded and self.minibatches > 1:
+                if padded and isinstance(idxs, torch.Tensor):  # (minibatches > 1: environments)
                     idxs = _trajectories_of(idxs, counts)
                 where = (slice(None), idxs) if recurrent else idxs
                 minibatch = batch[where]
@@ -200,7 +205,16 @@ class PPO(PolicyGradientAlgo):
                     advantage = self._normalize(minibatch.advantage, minibatch.valid)
                     minibatch = minibatch._replace(advantage=advantage)
                 self._optimizer.zero_grad()
-                loss, dist_info, ratio = self.loss(*minibatch, rnn_state, old_value=mb_old_value)
+                loss, dist_info, ratio = self.loss(
+                    minibatch.agent_inputs,
+                    minibatch.action,
+                    minibatch.return_,
+                    minibatch.advantage,
+                    minibatch.valid,
+                    minibatch.old_dist_info,
+                    rnn_state,
+                    old_value=mb_old_value,
+                )
                 if self.desired_kl is not None:  # (recurrent: the padding left out)
                     kl_weights = minibatch.valid if recurrent else None
                     self._adapt_learning_rate(minibatch.old_dist_info, dist_info, kl_weights)
@@ -261,7 +275,7 @@ class PPO(PolicyGradientAlgo):
         # The policy and value losses as one weighted sum over the valid steps: a small
         # network's step costs about as much per operation as per flop.
         squared_error = (value - return_) ** 2
-        if self.value_clip is not None:
+        if self.value_clip is not None and old_value is not None:  # (both or neither)
             clipped = old_value + (value - old_value).clamp(-self.value_clip, self.value_clip)
             squared_error = torch.max(squared_error, (clipped - return_) ** 2)
         value_error = (0.5 * self.value_loss_coeff) * squared_error
@@ -272,8 +286,11 @@ class PPO(PolicyGradientAlgo):
 
     @staticmethod
     def _pad_trajectories(
-        done: torch.Tensor, loss_inputs: Any, old_value: Any, init_rnn_state: Any
-    ) -> tuple[Any, Any, Any, torch.Tensor]:
+        done: torch.Tensor,
+        loss_inputs: Any,
+        old_value: torch.Tensor | None,
+        init_rnn_state: Any,
+    ) -> tuple[Any, torch.Tensor | None, Any, torch.Tensor]:
         """The batch as ``[T, N]`` trajectories (see ``split_and_pad_trajectories``), each
         trajectory's initial rnn state, and the number of trajectories of each environment.
 
@@ -290,11 +307,15 @@ class PPO(PolicyGradientAlgo):
         return loss_inputs, old_value, init_rnn_state, counts
 
     @torch.no_grad()
-    def _adapt_learning_rate(self, old_dist_info: Any, dist_info: Any, weights: Any) -> None:
+    def _adapt_learning_rate(
+        self, old_dist_info: Any, dist_info: Any, weights: torch.Tensor | None
+    ) -> None:
         """rsl_rl's adaptive schedule on the minibatch's mean KL(old || new) (over the
         steps where ``weights`` is 1; None: every step, as rsl_rl averages): slow down when
         the policy moved too far from the sampling one, speed up when it barely moved; every
         process decides on the same KL."""
+        desired_kl = self.desired_kl
+        assert desired_kl is not None  # (optimize_agent calls this only with desired_kl)
         kl = self._agent.distribution.mean_kl(old_dist_info, dist_info, weights)
         distributed = torch.distributed
         if distributed.is_available() and distributed.is_initialized():
@@ -303,11 +324,11 @@ class PPO(PolicyGradientAlgo):
                 kl = kl.clone()
                 distributed.all_reduce(kl)
                 kl = kl / world_size
-        kl = float(kl)
+        kl_value = float(kl)
         lr = self._optimizer.param_groups[0]["lr"]
-        if kl > 2.0 * self.desired_kl:
+        if kl_value > 2.0 * desired_kl:
             lr = max(_MIN_LR, lr / _LR_FACTOR)
-        elif 0.0 < kl < self.desired_kl / 2.0:  # exactly 0: the policy has not moved yet
+        elif 0.0 < kl_value < desired_kl / 2.0:  # exactly 0: the policy has not moved yet
             lr = min(_MAX_LR, lr * _LR_FACTOR)
         for group in self._optimizer.param_groups:
             group["lr"] = lr
@@ -320,7 +341,9 @@ class PPO(PolicyGradientAlgo):
         return super()._blank_after_done()
 
     @torch.no_grad()
-    def _diagnostics(self, steps: list[tuple[Any, Any, Any, Any]]) -> torch.Tensor:
+    def _diagnostics(
+        self, steps: list[tuple[Any, torch.Tensor, Any, torch.Tensor]]
+    ) -> torch.Tensor:
         """Mean entropy, perplexity, KL(old || new) and clip fraction ``[4, steps]`` over the
         valid data of each gradient step (``steps``: its ``(dist_info, ratio, old_dist_info,
         valid)``), all computed at once after the steps rather than in a few dozen small
@@ -381,7 +404,7 @@ class PPO(PolicyGradientAlgo):
             raise ValueError(f"minibatches={self.minibatches} is more than the batch's {what}")
 
 
-def _start_states(state: torch.Tensor, env: torch.Tensor, at_first: torch.Tensor) -> Any:
+def _start_states(state: torch.Tensor, env: torch.Tensor, at_first: torch.Tensor) -> torch.Tensor:
     """Each trajectory's initial rnn state, batch-first: its environment's stored state when
     it began at the batch's first step, zeros when it began after a done (the sampler's
     agent reset its state there)."""
@@ -419,6 +442,6 @@ def _cat(parts: list[Any]) -> Any:
     first = parts[0]
     if first is None:
         return None
-    if isinstance(first, tuple):
+    if hasattr(first, "_make"):  # a namedarraytuple
         return first._make(_cat(list(leaves)) for leaves in zip(*parts, strict=True))
     return torch.cat(parts)

@@ -25,20 +25,31 @@ class PgDistributionLike(Protocol):
     """The action distribution of a policy-gradient agent (Categorical, Gaussian ...).
 
     ``dist_info`` is the agent's namedarraytuple of distribution parameters; ``valid`` an
-    optional 0/1 mask over the leading dims that every ``mean_*`` respects.
+    optional 0/1 mask over the leading dims that every ``mean_*`` respects. ``entropy``,
+    ``perplexity`` and ``kl`` give one value per datum (PPO's diagnostics).
     """
 
-    def log_likelihood(self, x: Any, dist_info: Any) -> torch.Tensor: ...
+    def log_likelihood(self, x: torch.Tensor, dist_info: Any) -> torch.Tensor: ...
 
-    def likelihood_ratio(self, x: Any, old_dist_info: Any, new_dist_info: Any) -> torch.Tensor: ...
-
-    def mean_kl(
-        self, old_dist_info: Any, new_dist_info: Any, valid: Any = None
+    def likelihood_ratio(
+        self, x: torch.Tensor, old_dist_info: Any, new_dist_info: Any
     ) -> torch.Tensor: ...
 
-    def mean_entropy(self, dist_info: Any, valid: Any = None) -> torch.Tensor: ...
+    def kl(self, old_dist_info: Any, new_dist_info: Any) -> torch.Tensor: ...
 
-    def mean_perplexity(self, dist_info: Any, valid: Any = None) -> torch.Tensor: ...
+    def entropy(self, dist_info: Any) -> torch.Tensor: ...
+
+    def perplexity(self, dist_info: Any) -> torch.Tensor: ...
+
+    def mean_kl(
+        self, old_dist_info: Any, new_dist_info: Any, valid: torch.Tensor | None = None
+    ) -> torch.Tensor: ...
+
+    def mean_entropy(self, dist_info: Any, valid: torch.Tensor | None = None) -> torch.Tensor: ...
+
+    def mean_perplexity(
+        self, dist_info: Any, valid: torch.Tensor | None = None
+    ) -> torch.Tensor: ...
 
 
 @runtime_checkable
@@ -142,7 +153,9 @@ class DdpgAgentLike(Protocol):
 
     device: torch.device
 
-    def q(self, observation: Any, prev_action: Any, prev_reward: Any, action: Any) -> Any: ...
+    def q(
+        self, observation: Any, prev_action: Any, prev_reward: Any, action: torch.Tensor
+    ) -> Any: ...
 
     def q_at_mu(self, observation: Any, prev_action: Any, prev_reward: Any) -> torch.Tensor: ...
 
@@ -167,7 +180,7 @@ class Td3AgentLike(DdpgAgentLike, Protocol):
     critic; ``q_parameters()`` covers both critics."""
 
     def q(
-        self, observation: Any, prev_action: Any, prev_reward: Any, action: Any
+        self, observation: Any, prev_action: Any, prev_reward: Any, action: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]: ...
 
     def target_q_at_mu(
@@ -189,14 +202,16 @@ class SacAgentLike(Protocol):
 
     device: torch.device
 
-    def pi(self, observation: Any, prev_action: Any, prev_reward: Any) -> tuple[Any, Any, Any]: ...
+    def pi(
+        self, observation: Any, prev_action: Any, prev_reward: Any
+    ) -> tuple[torch.Tensor, torch.Tensor, Any]: ...
 
     def q(
-        self, observation: Any, prev_action: Any, prev_reward: Any, action: Any
+        self, observation: Any, prev_action: Any, prev_reward: Any, action: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]: ...
 
     def target_q(
-        self, observation: Any, prev_action: Any, prev_reward: Any, action: Any
+        self, observation: Any, prev_action: Any, prev_reward: Any, action: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]: ...
 
     def pi_parameters(self) -> Iterator[torch.nn.Parameter]: ...

@@ -16,14 +16,15 @@ from __future__ import annotations
 import contextlib
 import copy
 from collections import namedtuple
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterator, Sequence
+from typing import Any, TypeVar
 
 import torch
 
-from rl_replay import TlUniformReplayBuffer, UniformReplayBuffer
+from rl_replay import BaseNStepReturnBuffer, TlUniformReplayBuffer, UniformReplayBuffer
 
 from ._pg import clip_and_step
+from ._protocols import DdpgAgentLike, SacAgentLike
 from ._replay_algo import ReplayAlgo
 
 __all__ = ["DdpgOptInfo", "QpgAlgo", "frozen", "masked_mean"]
@@ -32,6 +33,8 @@ __all__ = ["DdpgOptInfo", "QpgAlgo", "frozen", "masked_mean"]
 # only on the steps that update the policy): the losses, the gradient norms before clipping,
 # and the mean Q-value of the replayed actions (the first critic's).
 DdpgOptInfo = namedtuple("DdpgOptInfo", ["muLoss", "qLoss", "muGradNorm", "qGradNorm", "q"])
+
+QpgAgentT = TypeVar("QpgAgentT", bound=DdpgAgentLike | SacAgentLike)
 
 
 @contextlib.contextmanager
@@ -54,7 +57,7 @@ def masked_mean(x: torch.Tensor, valid: torch.Tensor | None) -> torch.Tensor:
     return (x * valid).sum() / valid.sum().clamp(min=1)
 
 
-class QpgAlgo(ReplayAlgo):
+class QpgAlgo(ReplayAlgo[QpgAgentT]):
     """The loop shared by DDPG, TD3 and SAC (``ReplayAlgo``'s): store the sampler's batch in
     the replay buffer, then from iteration ``min_itr_learn`` on take ``updates_per_optimize``
     updates (``round(replay_ratio * sampler batch size / batch_size)``, at least one; in
@@ -66,20 +69,22 @@ class QpgAlgo(ReplayAlgo):
     OptInfoCls: Any = DdpgOptInfo
     opt_info_fields: tuple[str, ...] = DdpgOptInfo._fields
 
-    def _tell_agent(self, agent: Any) -> None:
+    def _tell_agent(self, agent: QpgAgentT) -> None:
         agent.give_min_itr_learn(self.min_itr_learn)
 
-    def _default_replay_cls(self) -> Any:
+    def _default_replay_cls(self) -> type[BaseNStepReturnBuffer]:
         """A uniform replay buffer (time-limit form with ``bootstrap_timelimit``)."""
         return TlUniformReplayBuffer if self.bootstrap_timelimit else UniformReplayBuffer
 
-    def _make_optimizer(self, params: list[torch.nn.Parameter], lr: float, what: str) -> Any:
+    def _make_optimizer(
+        self, params: Sequence[torch.Tensor], lr: float, what: str
+    ) -> torch.optim.Optimizer:
         if not params:
             raise ValueError(f"the agent's {what} is empty: there is nothing to optimize")
         return self.OptimCls(params, lr=lr, **self.optim_kwargs)
 
     def _step(
-        self, optimizer: torch.optim.Optimizer, loss: torch.Tensor, params: Any
+        self, optimizer: torch.optim.Optimizer, loss: torch.Tensor, params: Sequence[torch.Tensor]
     ) -> torch.Tensor:
         """Backpropagate ``loss``, clip the gradient norm of ``params`` (the optimizer's),
         take the optimizer's step; returns the norm before clipping (a tensor)."""
@@ -107,7 +112,9 @@ class QpgAlgo(ReplayAlgo):
     def optim_state_dict(self) -> dict[str, Any]:
         """A copy of what resuming needs besides the agent and the replay buffer: every
         optimizer's state and ``update_counter`` (loads with ``weights_only``)."""
-        state = {name: copy.deepcopy(opt.state_dict()) for name, opt in self._optimizers().items()}
+        state: dict[str, Any] = {
+            name: copy.deepcopy(opt.state_dict()) for name, opt in self._optimizers().items()
+        }
         state["update_counter"] = self.update_counter
         return state
 

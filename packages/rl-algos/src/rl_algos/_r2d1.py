@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import math
 from collections import namedtuple
+from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import torch
 
 from rl_arrays import (
-    AgentInputs,
+    BatchSpec,
     buffer_func,
     buffer_method,
     numpify_buffer,
@@ -18,6 +20,7 @@ from rl_arrays import (
     valid_mean,
 )
 from rl_replay import (
+    BaseNStepReturnBuffer,
     PrioritiesSamplesToBuffer,
     PrioritizedSequenceReplayBuffer,
     PrioritizedSequenceReplayFrameBuffer,
@@ -28,15 +31,16 @@ from rl_replay import (
     discount_return_n_step,
 )
 
-from ._dqn import DQN, DqnOptInfo, huber_loss
+from ._dqn import DQN, huber_loss
 from ._pg import check_count, check_number
+from ._protocols import R2d1AgentLike
 from ._replay_algo import check_agent, example_field
 from ._returns import valid_from_done
 
 __all__ = ["R2D1", "R2d1OptInfo", "inv_value_rescale", "value_rescale"]
 
 # DQN's diagnostics plus the mean new priority of the replayed sequences, per gradient step.
-R2d1OptInfo = namedtuple("R2d1OptInfo", [*DqnOptInfo._fields, "priority"])
+R2d1OptInfo = namedtuple("R2d1OptInfo", ["loss", "gradNorm", "tdAbsErr", "priority"])
 
 _AGENT_MEMBERS = ("parameters", "device", "target", "update_target", "set_epsilon_itr_min_max")
 
@@ -83,6 +87,11 @@ class R2D1(DQN):
 
     OptInfoCls: Any = R2d1OptInfo
     opt_info_fields: tuple[str, ...] = R2d1OptInfo._fields
+    # R2D1 runs DQN's loop with a recurrent agent, an R2d1AgentLike (it takes and returns rnn
+    # states), which is no QAgentLike: R2D1 cannot stand in for a DQN, and mypy flags the
+    # overrides that retype the agent (here, initialize, async_initialize and _agent) and
+    # loss (which returns the priorities too).
+    agent: R2d1AgentLike | None  # type: ignore[assignment]  # (see above)
 
     def __init__(
         self,
@@ -98,7 +107,7 @@ class R2D1(DQN):
         target_update_interval: int = 2500,
         n_step_return: int = 5,
         learning_rate: float = 1e-4,
-        OptimCls: Any = torch.optim.Adam,
+        OptimCls: Callable[..., torch.optim.Optimizer] = torch.optim.Adam,
         optim_kwargs: dict[str, Any] | None = None,
         initial_optim_state_dict: dict[str, Any] | None = None,
         clip_grad_norm: float | None = 80.0,
@@ -114,7 +123,7 @@ class R2D1(DQN):
         input_priorities: bool = True,
         input_priority_shift: int | None = None,
         value_scale_eps: float = 1e-3,
-        ReplayBufferCls: Any = None,
+        ReplayBufferCls: Callable[..., BaseNStepReturnBuffer] | None = None,
         updates_per_sync: int = 1,
         frame_buffer: bool = False,
     ):
@@ -169,11 +178,55 @@ class R2D1(DQN):
 
     # ------------------------------------------------------------------ set-up
 
+    def initialize(  # type: ignore[override]  # R2d1AgentLike: see agent
+        self,
+        agent: R2d1AgentLike,
+        n_itr: int,
+        batch_spec: BatchSpec,
+        mid_batch_reset: bool = False,
+        examples: Any = None,
+        world_size: int = 1,
+        rank: int = 0,
+    ) -> None:
+        """As ``ReplayAlgo.initialize``, with a recurrent agent."""
+        super().initialize(
+            agent,  # type: ignore[arg-type]  # R2d1AgentLike: see agent
+            n_itr,
+            batch_spec,
+            mid_batch_reset,
+            examples,
+            world_size,
+            rank,
+        )
+
+    def async_initialize(  # type: ignore[override]  # R2d1AgentLike: see agent
+        self,
+        agent: R2d1AgentLike,
+        sampler_n_itr: int,
+        batch_spec: BatchSpec,
+        mid_batch_reset: bool,
+        examples: Any,
+        world_size: int = 1,
+    ) -> BaseNStepReturnBuffer:
+        """As ``ReplayAlgo.async_initialize``, with a recurrent agent."""
+        return super().async_initialize(
+            agent,  # type: ignore[arg-type]  # R2d1AgentLike: see agent
+            sampler_n_itr,
+            batch_spec,
+            mid_batch_reset,
+            examples,
+            world_size,
+        )
+
+    @property
+    def _agent(self) -> R2d1AgentLike:  # type: ignore[override]  # R2d1AgentLike: see agent
+        return self._require(self.agent)
+
     def _setup(
         self,
         agent: Any,
         n_itr: int,
-        batch_spec: Any,
+        batch_spec: BatchSpec,
         mid_batch_reset: bool,
         examples: Any,
         world_size: int,
@@ -211,7 +264,7 @@ class R2D1(DQN):
                 )
         super()._setup(agent, n_itr, batch_spec, mid_batch_reset, examples, world_size, async_)
 
-    def _check_agent(self, agent: Any) -> None:
+    def _check_agent(self, agent: object) -> None:
         check_agent(agent, "R2D1", _AGENT_MEMBERS, "R2d1AgentLike")
 
     def _replay_kwargs(self) -> dict[str, Any]:
@@ -227,7 +280,7 @@ class R2D1(DQN):
             )
         return kwargs
 
-    def _default_replay_cls(self) -> Any:
+    def _default_replay_cls(self) -> type[BaseNStepReturnBuffer]:
         if self.prioritized_replay:
             return (
                 PrioritizedSequenceReplayFrameBuffer
@@ -286,7 +339,7 @@ class R2D1(DQN):
             priorities=self.compute_input_priorities(samples), samples=stored
         )
 
-    def compute_input_priorities(self, samples: Any) -> Any:
+    def compute_input_priorities(self, samples: Any) -> np.ndarray:
         """One priority per environment ``[B]`` (numpy) for a new ``[T, B]`` batch, from the
         n-step TD errors of the Q-values the agent recorded (``agent_info.q``), mixed over the
         steps up to the first done as in :func:`sequence_priorities`. Uses only ``samples``
@@ -316,15 +369,17 @@ class R2D1(DQN):
     def _record(
         self,
         opt_info: Any,
-        loss: Any,
+        loss: torch.Tensor,
         grad_norm: torch.Tensor,
-        td_abs_errors: Any,
-        priorities: Any,
+        td_abs_errors: torch.Tensor,
+        priorities: torch.Tensor,
     ) -> None:
         super()._record(opt_info, loss, grad_norm, td_abs_errors, priorities)
         opt_info.priority.append(priorities.mean())
 
-    def loss(self, samples: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def loss(  # type: ignore[override]  # (see the class: also the priorities)
+        self, samples: Any
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(loss, |TD error| [batch_T, B] (zero after a done), new priorities [B])`` on a
         replayed batch of sequences (tensors on the agent's device, leading dims [T, B])."""
         agent = self._agent
@@ -335,10 +390,9 @@ class R2D1(DQN):
             samples.all_reward,
         )
 
-        def inputs(start: int, stop: int | None = None) -> AgentInputs:
-            return AgentInputs(
-                observation[start:stop], prev_action[start:stop], prev_reward[start:stop]
-            )
+        def inputs(start: int, stop: int | None = None) -> tuple[Any, Any, Any]:
+            """The agent's inputs (observation, prev_action, prev_reward) over the steps."""
+            return observation[start:stop], prev_action[start:stop], prev_reward[start:stop]
 
         rnn_state = self._init_rnn_state(samples.init_rnn_state)
         target_rnn_state = rnn_state

@@ -14,22 +14,28 @@ from __future__ import annotations
 import math
 import os
 import sys
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 import torch
 
-from rl_arrays import buffer_to, numpify_buffer, torchify_buffer
-from rl_replay import SamplesToBuffer, SamplesToBufferTl
+from rl_arrays import BatchSpec, buffer_to, numpify_buffer, torchify_buffer
+from rl_replay import BaseNStepReturnBuffer, SamplesToBuffer, SamplesToBufferTl
 
 from ._pg import check_count, check_number
+from ._protocols import DdpgAgentLike, QAgentLike, R2d1AgentLike, SacAgentLike
 
 __all__ = ["ReplayAlgo", "check_agent", "check_positive", "example_field", "observation_bytes"]
 
 # The most observation bytes (observations and next observations) drawn from a uniform
 # replay buffer at once, for several updates (see ReplayAlgo._replayed_batches).
 _DRAW_BYTES = 32 * 2**20
+
+# The agent an algorithm trains; what ReplayAlgo itself reads (device, update_target), all
+# of them have.
+AgentT = TypeVar("AgentT", bound=QAgentLike | R2d1AgentLike | DdpgAgentLike | SacAgentLike)
+ValueT = TypeVar("ValueT")
 
 
 def check_positive(name: str, value: Any) -> None:
@@ -49,7 +55,7 @@ def example_field(examples: Any, name: str) -> Any:
     return getattr(examples, name)
 
 
-def check_agent(agent: Any, algo: str, members: tuple[str, ...], protocol: str) -> None:
+def check_agent(agent: object, algo: str, members: tuple[str, ...], protocol: str) -> None:
     missing = [name for name in members if not hasattr(agent, name)]
     if missing or not callable(agent):
         raise TypeError(
@@ -58,7 +64,7 @@ def check_agent(agent: Any, algo: str, members: tuple[str, ...], protocol: str) 
         )
 
 
-def observation_bytes(buffer: Any) -> int:
+def observation_bytes(buffer: BaseNStepReturnBuffer) -> int:
     """The bytes of one stored observation (all its arrays) of a replay buffer, at least 1."""
     leaves = _array_leaves(buffer.example.observation)
     return max(1, sum(np.asarray(leaf).nbytes for leaf in leaves))
@@ -81,7 +87,7 @@ def _floats(values: list[Any]) -> list[float]:
     return [float(value) for value in values]
 
 
-def _timeout(env_info: Any, where: str) -> Any:
+def _timeout(env_info: Any, where: str) -> np.ndarray:
     timeout = getattr(env_info, "timeout", None)
     if timeout is None:
         raise ValueError(
@@ -91,7 +97,7 @@ def _timeout(env_info: Any, where: str) -> Any:
     return np.asarray(numpify_buffer(timeout), dtype=bool)
 
 
-class ReplayAlgo:
+class ReplayAlgo(Generic[AgentT]):
     """Base of the replay-based algorithms (see the module). Subclasses give the agent check
     (``agent_members`` / ``_check_agent``), what the agent is told of the schedule
     (``_tell_agent``), the default replay class, the optimizers (``_make_optimizers``,
@@ -113,13 +119,13 @@ class ReplayAlgo:
         target_update_tau: float,
         target_update_interval: int,
         n_step_return: int,
-        OptimCls: Any,
+        OptimCls: Callable[..., torch.optim.Optimizer],
         optim_kwargs: dict[str, Any] | None,
         initial_optim_state_dict: dict[str, Any] | None,
         clip_grad_norm: float | None,
         updates_per_sync: int,
         bootstrap_timelimit: bool,
-        ReplayBufferCls: Any,
+        ReplayBufferCls: Callable[..., BaseNStepReturnBuffer] | None,
     ):
         check_number("discount", discount, 0, 1)
         check_count("batch_size", batch_size)
@@ -158,8 +164,8 @@ class ReplayAlgo:
         self.updates_per_sync = int(updates_per_sync)
         self.bootstrap_timelimit = bool(bootstrap_timelimit)
         self.ReplayBufferCls = ReplayBufferCls
-        self.agent: Any = None
-        self.replay_buffer: Any = None
+        self.agent: AgentT | None = None
+        self.replay_buffer: BaseNStepReturnBuffer | None = None
         self.update_counter = 0
         self.async_ = False  # set by async_initialize: optimize_agent may then get no samples
 
@@ -170,9 +176,9 @@ class ReplayAlgo:
 
     def initialize(
         self,
-        agent: Any,
+        agent: AgentT,
         n_itr: int,
-        batch_spec: Any,
+        batch_spec: BatchSpec,
         mid_batch_reset: bool = False,
         examples: Any = None,
         world_size: int = 1,
@@ -194,26 +200,26 @@ class ReplayAlgo:
 
     def async_initialize(
         self,
-        agent: Any,
+        agent: AgentT,
         sampler_n_itr: int,
-        batch_spec: Any,
+        batch_spec: BatchSpec,
         mid_batch_reset: bool,
         examples: Any,
         world_size: int = 1,
-    ) -> Any:
+    ) -> BaseNStepReturnBuffer:
         """For the asynchronous runner, in the training process before its other processes
         start: as ``initialize`` but with the replay buffer on shared memory (built with
         ``shared_memory=True``, returned for the memory copier) and no optimizer yet
         (``optim_initialize``). Each ``optimize_agent`` then takes ``updates_per_sync`` updates."""
         self._setup(agent, sampler_n_itr, batch_spec, mid_batch_reset, examples, world_size, True)
         self.updates_per_optimize = self.updates_per_sync
-        return self.replay_buffer
+        return self._replay_buffer
 
     def _setup(
         self,
-        agent: Any,
+        agent: AgentT,
         n_itr: int,
-        batch_spec: Any,
+        batch_spec: BatchSpec,
         mid_batch_reset: bool,
         examples: Any,
         world_size: int,
@@ -223,9 +229,8 @@ class ReplayAlgo:
         self._check_agent(agent)
         check_count("sampler_n_itr" if async_ else "n_itr", n_itr)
         check_count("world_size", world_size)
-        T, B = getattr(batch_spec, "T", None), getattr(batch_spec, "B", None)
-        check_count("batch_spec.T", T)
-        check_count("batch_spec.B", B)
+        T = check_count("batch_spec.T", getattr(batch_spec, "T", None))
+        B = check_count("batch_spec.B", getattr(batch_spec, "B", None))
         if examples is None:
             raise ValueError(
                 "examples is needed to build the replay buffer (the sampler returns it)"
@@ -242,10 +247,10 @@ class ReplayAlgo:
         self.initialize_replay_buffer(examples, batch_spec, async_=async_)
         self._check_learning_start(T)
 
-    def _check_agent(self, agent: Any) -> None:
+    def _check_agent(self, agent: object) -> None:
         check_agent(agent, type(self).__name__, self.agent_members, self.agent_protocol)
 
-    def _tell_agent(self, agent: Any) -> None:
+    def _tell_agent(self, agent: AgentT) -> None:
         """Give the agent what it schedules by sampler iteration (e.g. ``min_itr_learn``)."""
         raise NotImplementedError
 
@@ -266,8 +271,16 @@ class ReplayAlgo:
         """The optimizers by their name in ``optim_state_dict``."""
         raise NotImplementedError
 
+    def optim_state_dict(self) -> dict[str, Any]:
+        """A copy of what resuming needs besides the agent and the replay buffer."""
+        raise NotImplementedError
+
+    def load_optim_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Restore what :meth:`optim_state_dict` returned."""
+        raise NotImplementedError
+
     def initialize_replay_buffer(
-        self, examples: Any, batch_spec: Any, async_: bool = False
+        self, examples: Any, batch_spec: BatchSpec, async_: bool = False
     ) -> None:
         """The replay buffer, sized ``replay_size`` over ``batch_spec.B`` environments, seeded
         from torch's generator (so a seeded run replays the same batches); with ``async_`` on
@@ -299,7 +312,7 @@ class ReplayAlgo:
     def _replay_kwargs(self) -> dict[str, Any]:
         return {}
 
-    def _default_replay_cls(self) -> Any:
+    def _default_replay_cls(self) -> type[BaseNStepReturnBuffer]:
         raise NotImplementedError
 
     def _steps_to_first_batch(self) -> int:
@@ -380,7 +393,7 @@ class ReplayAlgo:
         self.update_itr_hyperparams(itr)
         return type(opt_info)(*(_floats(values) for values in opt_info))
 
-    def _replayed_batches(self, buffer: Any, n_updates: int) -> Iterator[Any]:
+    def _replayed_batches(self, buffer: BaseNStepReturnBuffer, n_updates: int) -> Iterator[Any]:
         """The batches of the next ``n_updates`` updates, on the agent's device.
 
         A buffer that can (``sample_batches``: uniform single-transition replay) draws many
@@ -441,7 +454,7 @@ class ReplayAlgo:
 
     # ------------------------------------------------------------------ guards
 
-    def _require(self, value: Any) -> Any:
+    def _require(self, value: ValueT | None) -> ValueT:
         if value is None:
             name = type(self).__name__
             if self.agent is None:
@@ -455,7 +468,7 @@ class ReplayAlgo:
         return value
 
     @property
-    def _agent(self) -> Any:
+    def _agent(self) -> AgentT:
         return self._require(self.agent)
 
     @property
@@ -463,5 +476,5 @@ class ReplayAlgo:
         return self._agent.device
 
     @property
-    def _replay_buffer(self) -> Any:
+    def _replay_buffer(self) -> BaseNStepReturnBuffer:
         return self._require(self.replay_buffer)

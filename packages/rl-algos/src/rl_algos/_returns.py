@@ -9,7 +9,7 @@ through it, also in the last row. Details: the package README, "Time limits".
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -21,6 +21,12 @@ __all__ = [
     "generalized_advantage_estimation_tl",
     "valid_from_done",
 ]
+
+
+# The kind of the result: that of ``reward`` (``done`` for valid_from_done).
+ArrayT = TypeVar("ArrayT", np.ndarray, torch.Tensor)
+# Other inputs may be of either kind: they are converted to the result's.
+Data = np.ndarray | torch.Tensor
 
 
 def _is_torch(x: Any) -> bool:
@@ -129,8 +135,12 @@ def _write(result: Any, dest: Any) -> Any:
 
 
 def discount_return(
-    reward: Any, done: Any, bootstrap_value: Any, discount: float, return_dest: Any = None
-) -> Any:
+    reward: ArrayT,
+    done: Data,
+    bootstrap_value: Data | float,
+    discount: float,
+    return_dest: ArrayT | None = None,
+) -> ArrayT:
     """Discounted sum of future rewards from each step to the end of the batch.
 
     ``return_[t] = reward[t] + discount * (1 - done[t]) * return_[t + 1]``, with
@@ -144,15 +154,15 @@ def discount_return(
 
 
 def generalized_advantage_estimation(
-    reward: Any,
-    value: Any,
-    done: Any,
-    bootstrap_value: Any,
+    reward: ArrayT,
+    value: Data,
+    done: Data,
+    bootstrap_value: Data | float,
     discount: float,
     gae_lambda: float,
-    advantage_dest: Any = None,
-    return_dest: Any = None,
-) -> tuple[Any, Any]:
+    advantage_dest: ArrayT | None = None,
+    return_dest: ArrayT | None = None,
+) -> tuple[ArrayT, ArrayT]:
     """Advantages by generalized advantage estimation, and the returns ``advantage + value``.
 
     ``delta[t] = reward[t] + discount * (1 - done[t]) * value[t + 1] - value[t]`` (with
@@ -170,14 +180,14 @@ def generalized_advantage_estimation(
 
 
 def discount_return_tl(
-    reward: Any,
-    done: Any,
-    bootstrap_value: Any,
+    reward: ArrayT,
+    done: Data,
+    bootstrap_value: Data | float,
     discount: float,
-    timeout: Any,
-    value: Any,
-    return_dest: Any = None,
-) -> Any:
+    timeout: Data,
+    value: Data,
+    return_dest: ArrayT | None = None,
+) -> ArrayT:
     """:func:`discount_return` that bootstraps through time limits.
 
     Where ``timeout[t]`` (which requires ``done[t]``), ``return_[t] = value[t]``, so the steps
@@ -194,16 +204,16 @@ def discount_return_tl(
 
 
 def generalized_advantage_estimation_tl(
-    reward: Any,
-    value: Any,
-    done: Any,
-    bootstrap_value: Any,
+    reward: ArrayT,
+    value: Data,
+    done: Data,
+    bootstrap_value: Data | float,
     discount: float,
     gae_lambda: float,
-    timeout: Any,
-    advantage_dest: Any = None,
-    return_dest: Any = None,
-) -> tuple[Any, Any]:
+    timeout: Data,
+    advantage_dest: ArrayT | None = None,
+    return_dest: ArrayT | None = None,
+) -> tuple[ArrayT, ArrayT]:
     """:func:`generalized_advantage_estimation` that bootstraps through time limits.
 
     Where ``timeout[t]`` (which requires ``done[t]``), ``advantage[t] = 0`` and
@@ -221,7 +231,7 @@ def generalized_advantage_estimation_tl(
     return advantage, _write(advantage + value, return_dest)
 
 
-def valid_from_done(done: Any) -> Any:
+def valid_from_done(done: ArrayT) -> ArrayT:
     """A 0/1 mask over the leading (time) dim: 1 up to and including the first done, 0 after.
 
     For batches whose environments are not reset until the batch ends (wait-reset collectors,
@@ -234,10 +244,10 @@ def valid_from_done(done: Any) -> Any:
         raise ValueError(f"done must have a leading time dim, got shape {shape}")
     dtype = _float_dtype(done)
     done_b = _as_bool(done)
-    if _is_torch(done):
+    if isinstance(done, torch.Tensor):
         valid = torch.ones(shape, dtype=dtype, device=done.device)
         valid[1:] = (done_b[:-1].cumsum(dim=0) == 0).to(dtype)
-    else:
-        valid = np.ones(shape, dtype=dtype)
-        valid[1:] = done_b[:-1].cumsum(axis=0) == 0
-    return valid
+        return valid
+    valid_np = np.ones(shape, dtype=dtype)
+    valid_np[1:] = done_b[:-1].cumsum(axis=0) == 0
+    return valid_np

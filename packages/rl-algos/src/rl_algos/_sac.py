@@ -5,11 +5,16 @@ from __future__ import annotations
 
 import math
 from collections import namedtuple
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
+from rl_arrays import BatchSpec
+from rl_replay import BaseNStepReturnBuffer
+
 from ._pg import check_number, clip_and_step
+from ._protocols import SacAgentLike
 from ._qpg import QpgAlgo, frozen, masked_mean
 from ._replay_algo import check_positive, example_field
 
@@ -38,7 +43,7 @@ SacOptInfo = namedtuple(
 _LOG_2PI = math.log(2 * math.pi)
 
 
-class SAC(QpgAlgo):
+class SAC(QpgAlgo[SacAgentLike]):
     """Soft actor-critic (rlpyt's arguments and defaults; the agent meets ``SacAgentLike``).
 
     Each update, on one replayed batch: both critics regress on the soft target
@@ -76,7 +81,7 @@ class SAC(QpgAlgo):
         target_update_interval: int = 1,
         learning_rate: float = 3e-4,
         fixed_alpha: float | None = None,
-        OptimCls: Any = torch.optim.Adam,
+        OptimCls: Callable[..., torch.optim.Optimizer] = torch.optim.Adam,
         optim_kwargs: dict[str, Any] | None = None,
         initial_optim_state_dict: dict[str, Any] | None = None,
         action_prior: str = "uniform",
@@ -86,7 +91,7 @@ class SAC(QpgAlgo):
         n_step_return: int = 1,
         updates_per_sync: int = 1,
         bootstrap_timelimit: bool = True,
-        ReplayBufferCls: Any = None,
+        ReplayBufferCls: Callable[..., BaseNStepReturnBuffer] | None = None,
     ):
         super().__init__(
             discount=discount,
@@ -118,16 +123,16 @@ class SAC(QpgAlgo):
         self.action_prior = action_prior
         self.reward_scale = reward_scale
         self.target_entropy = target_entropy
-        self.pi_optimizer: Any = None
-        self.q_optimizer: Any = None
-        self.alpha_optimizer: Any = None
-        self.log_alpha: Any = None
+        self.pi_optimizer: torch.optim.Optimizer | None = None
+        self.q_optimizer: torch.optim.Optimizer | None = None
+        self.alpha_optimizer: torch.optim.Optimizer | None = None
+        self.log_alpha: torch.Tensor | None = None
 
     def _setup(
         self,
-        agent: Any,
+        agent: SacAgentLike,
         n_itr: int,
-        batch_spec: Any,
+        batch_spec: BatchSpec,
         mid_batch_reset: bool,
         examples: Any,
         world_size: int,
@@ -165,9 +170,10 @@ class SAC(QpgAlgo):
         return math.exp(self._require(self.log_alpha).item())
 
     def _update(self, samples: Any, opt_info: Any) -> None:
-        alpha = self.log_alpha.detach().exp()
+        alpha = self._require(self.log_alpha).detach().exp()
         q1_loss, q2_loss, q1, q2 = self.q_loss(samples, alpha)
-        q_grad_norm = self._step(self.q_optimizer, q1_loss + q2_loss, self._q_params)
+        q_optimizer = self._require(self.q_optimizer)
+        q_grad_norm = self._step(q_optimizer, q1_loss + q2_loss, self._q_params)
         action, log_pi, dist_info = self._agent.pi(*samples.agent_inputs)
         pi_loss = self.pi_loss(samples, action, log_pi, alpha)
         pi_grad_norm = self._pi_and_alpha_step(pi_loss, log_pi)
@@ -190,14 +196,16 @@ class SAC(QpgAlgo):
         """The policy's step and the temperature's, from one backward pass: the temperature's
         loss reads ``log_pi`` detached and the policy's loss alpha detached, so each gets
         the gradient its own loss alone would give. Returns the policy's gradient norm."""
-        if self.alpha_optimizer is None:
-            return self._step(self.pi_optimizer, pi_loss, self._pi_params)
-        alpha_loss = -(self.log_alpha * (log_pi.detach() + self._target_entropy)).mean()
-        self.pi_optimizer.zero_grad()
-        self.alpha_optimizer.zero_grad()
+        pi_optimizer, alpha_optimizer = self._require(self.pi_optimizer), self.alpha_optimizer
+        if alpha_optimizer is None:
+            return self._step(pi_optimizer, pi_loss, self._pi_params)
+        log_alpha = self._require(self.log_alpha)
+        alpha_loss = -(log_alpha * (log_pi.detach() + self._target_entropy)).mean()
+        pi_optimizer.zero_grad()
+        alpha_optimizer.zero_grad()
         (pi_loss + alpha_loss).backward()
-        pi_grad_norm = clip_and_step(self.pi_optimizer, self._pi_params, self.clip_grad_norm)
-        self.alpha_optimizer.step()
+        pi_grad_norm = clip_and_step(pi_optimizer, self._pi_params, self.clip_grad_norm)
+        alpha_optimizer.step()
         return pi_grad_norm
 
     def q_target(self, samples: Any, alpha: torch.Tensor) -> torch.Tensor:
@@ -205,14 +213,18 @@ class SAC(QpgAlgo):
         and a fresh policy action, bootstrapped onto the scaled return."""
         with torch.no_grad():
             next_action, next_log_pi, _ = self._agent.pi(*samples.target_inputs)
-            q1, q2 = self._agent.target_q(*samples.target_inputs, next_action)
+            # (observation, prev_action, prev_reward)
+            target_inputs: tuple[Any, Any, Any] = samples.target_inputs
+            q1, q2 = self._agent.target_q(*target_inputs, next_action)
             next_value = torch.minimum(q1, q2) - alpha * next_log_pi
             return self.bootstrapped(samples, next_value, self.reward_scale)
 
     def q_loss(self, samples: Any, alpha: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """``(q1_loss, q2_loss, q1, q2)`` on a replayed batch; the Q-values detached."""
         action = self._agent.normalize_action(samples.action)
-        q1, q2 = self._agent.q(*samples.agent_inputs, action)
+        # (observation, prev_action, prev_reward)
+        inputs: tuple[Any, Any, Any] = samples.agent_inputs
+        q1, q2 = self._agent.q(*inputs, action)
         y = self.q_target(samples, alpha)
         valid = self.valid(samples)
         q1_loss = masked_mean(0.5 * (y - q1) ** 2, valid)
@@ -225,8 +237,10 @@ class SAC(QpgAlgo):
         """``mean(alpha * log_pi - min(Q1, Q2)(s, action) - log prior(action))`` for the
         policy's reparameterised ``action`` (grad flows through it into the policy; the
         critics are held fixed)."""
+        # (observation, prev_action, prev_reward)
+        inputs: tuple[Any, Any, Any] = samples.agent_inputs
         with frozen(self._q_params):
-            q1, q2 = self._agent.q(*samples.agent_inputs, action)
+            q1, q2 = self._agent.q(*inputs, action)
         loss = alpha * log_pi - torch.minimum(q1, q2)
         if self.action_prior == "gaussian":
             loss = loss - self.prior_log_prob(action)
@@ -253,4 +267,4 @@ class SAC(QpgAlgo):
             )
         super().load_optim_state_dict(state_dict)
         with torch.no_grad():  # in place: the temperature's optimizer holds this tensor
-            self.log_alpha.copy_(torch.as_tensor(state_dict["log_alpha"]).reshape(1))
+            self._require(self.log_alpha).copy_(torch.as_tensor(state_dict["log_alpha"]).reshape(1))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, overload
 
 import numpy as np
 
@@ -17,8 +17,15 @@ from ._torch import is_tensor, require_torch
 
 if TYPE_CHECKING:
     import torch
+    from numpy.typing import ArrayLike, DTypeLike
+    from torch.types import Device
+    from typing_extensions import TypeIs
 
+# "A numpy array or a torch tensor": as one value (Array), or as the kind of a result that is
+# of the same kind as an argument (ArrayT).
+Array: TypeAlias = "np.ndarray | torch.Tensor"
 ArrayT = TypeVar("ArrayT", np.ndarray, "torch.Tensor")
+_SeqT = TypeVar("_SeqT", bound="tuple[Any, ...] | list[Any]")  # of arrays, tensors or None
 
 __all__ = [
     "empty",
@@ -34,38 +41,42 @@ __all__ = [
 ]
 
 
-def _index_like(idx: Any, like: Any, name: str) -> Any:
+@overload
+def _index_like(idx: ArrayLike, like: torch.Tensor, name: str) -> torch.Tensor: ...
+@overload
+def _index_like(idx: ArrayLike, like: np.ndarray | None, name: str) -> np.ndarray: ...
+def _index_like(idx: ArrayLike, like: Array | None, name: str) -> Array:
     """``idx`` as an integer index of the same kind (and device) as ``like``.
 
     torch indexes become int64: a uint8 tensor would otherwise index as a boolean mask.
     """
     if is_tensor(like):
         torch = require_torch(name)
-        idx = torch.as_tensor(idx, device=like.device)
-        if idx.numel() == 0:
-            return idx.long()  # an empty list arrives as float32
-        if idx.dtype == torch.bool or idx.is_floating_point() or idx.is_complex():
-            raise TypeError(f"{name} must hold integers, got dtype {idx.dtype}")
-        return idx.long()
-    idx = np.asarray(idx)
-    if idx.size == 0:
-        return idx.astype(np.intp)  # an empty list arrives as float64
-    if not np.issubdtype(idx.dtype, np.integer):
-        raise TypeError(f"{name} must hold integers, got dtype {idx.dtype}")
-    return idx
+        tensor = torch.as_tensor(idx, device=like.device)
+        if tensor.numel() == 0:
+            return tensor.long()  # an empty list arrives as float32
+        if tensor.dtype == torch.bool or tensor.is_floating_point() or tensor.is_complex():
+            raise TypeError(f"{name} must hold integers, got dtype {tensor.dtype}")
+        return tensor.long()
+    array = np.asarray(idx)
+    if array.size == 0:
+        return array.astype(np.intp)  # an empty list arrives as float64
+    if not np.issubdtype(array.dtype, np.integer):
+        raise TypeError(f"{name} must hold integers, got dtype {array.dtype}")
+    return array
 
 
-def _as_data(x: Any) -> Any:
+def _as_data(x: ArrayT) -> ArrayT:
     return x if is_tensor(x) else np.asarray(x)
 
 
-def _arange(n: int, like: Any) -> Any:
+def _arange(n: int, like: ArrayT) -> ArrayT:
     if is_tensor(like):
         return require_torch("arange").arange(n, device=like.device)
     return np.arange(n)
 
 
-def select_at_indexes(indexes: Any, array: ArrayT) -> ArrayT:
+def select_at_indexes(indexes: ArrayLike, array: ArrayT) -> ArrayT:
     """Contents of ``array`` at integer ``indexes``, one pick per leading position.
 
     ``indexes.shape`` must equal the leading dims of ``array``; the next dim is the one selected
@@ -73,8 +84,8 @@ def select_at_indexes(indexes: Any, array: ArrayT) -> ArrayT:
     distributions [T,B,A,n_atoms] give [T,B,n_atoms]. Negative indexes count from the end.
     """
     array = _as_data(array)
-    indexes = _index_like(indexes, array, "indexes")
-    lead = tuple(indexes.shape)
+    idx = _index_like(indexes, array, "indexes")
+    lead = tuple(idx.shape)
     if len(lead) >= array.ndim or tuple(array.shape[: len(lead)]) != lead:
         raise ValueError(
             f"indexes of shape {lead} must match the leading dims of array of shape "
@@ -82,17 +93,24 @@ def select_at_indexes(indexes: Any, array: ArrayT) -> ArrayT:
         )
     if is_tensor(array) and array.ndim == len(lead) + 1:  # gather: a third of the time
         n = array.shape[-1]
-        indexes = require_torch("select_at_indexes").where(indexes < 0, indexes + n, indexes)
-        return array.gather(-1, indexes.unsqueeze(-1)).squeeze(-1)
+        idx = require_torch("select_at_indexes").where(idx < 0, idx + n, idx)
+        return array.gather(-1, idx.unsqueeze(-1)).squeeze(-1)
     # One broadcastable arange per leading dim: no full index grid is materialised.
-    grid = tuple(
+    index = [
         _arange(n, array).reshape((1,) * i + (n,) + (1,) * (len(lead) - i - 1))
         for i, n in enumerate(lead)
-    )
-    return array[(*grid, indexes)]
+    ]
+    index.append(idx)
+    return array[tuple(index)]
 
 
-def to_onehot(indexes: Any, dim: int, dtype: Any = None) -> Any:
+@overload
+def to_onehot(
+    indexes: torch.Tensor, dim: int, dtype: torch.dtype | None = None
+) -> torch.Tensor: ...
+@overload
+def to_onehot(indexes: ArrayLike, dim: int, dtype: DTypeLike | None = None) -> np.ndarray: ...
+def to_onehot(indexes: ArrayLike, dim: int, dtype: Any = None) -> Array:
     """One-hot encoding of integer ``indexes`` in a new trailing dimension of size ``dim``.
 
     dtype defaults to float32 (numpy) / torch.float32 (torch). numpy indexes outside [0, dim)
@@ -119,20 +137,30 @@ def to_onehot(indexes: Any, dim: int, dtype: Any = None) -> Any:
     return out
 
 
-def from_onehot(onehot: ArrayT, dim: int = -1, dtype: Any = None) -> ArrayT:
+@overload
+def from_onehot(
+    onehot: torch.Tensor, dim: int = -1, dtype: torch.dtype | None = None
+) -> torch.Tensor: ...
+@overload
+def from_onehot(
+    onehot: np.ndarray, dim: int = -1, dtype: DTypeLike | None = None
+) -> np.ndarray: ...
+def from_onehot(onehot: Array, dim: int = -1, dtype: Any = None) -> Array:
     """Integer index of the largest entry along ``dim`` (the inverse of :func:`to_onehot`).
 
     The result is int64 unless ``dtype`` is given.
     """
-    onehot = _as_data(onehot)
     if is_tensor(onehot):
         out = onehot.argmax(dim=dim)
         return out if dtype is None else out.to(dtype)
-    out = onehot.argmax(axis=dim).astype(np.int64 if dtype is None else dtype, copy=False)
-    return out
+    return (
+        np.asarray(onehot).argmax(axis=dim).astype(np.int64 if dtype is None else dtype, copy=False)
+    )
 
 
-def valid_mean(x: ArrayT, valid: Any = None, dim: int | tuple[int, ...] | None = None) -> ArrayT:
+def valid_mean(
+    x: ArrayT, valid: ArrayLike | None = None, dim: int | tuple[int, ...] | None = None
+) -> ArrayT:
     """Mean of ``x`` over the entries where ``valid`` is nonzero, e.g. steps before a reset.
 
     ``valid`` (bool or 0/1 float) must broadcast to ``x.shape``; it is broadcast before counting,
@@ -144,26 +172,28 @@ def valid_mean(x: ArrayT, valid: Any = None, dim: int | tuple[int, ...] | None =
         torch = require_torch("valid_mean")
         if valid is None:
             return x.mean() if dim is None else x.mean(dim=dim)
-        if not (  # a float mask of x's shape (what the algorithms pass) is used as it is
-            isinstance(valid, torch.Tensor)
-            and (valid.dtype, valid.shape, valid.device) == (x.dtype, x.shape, x.device)
+        if is_tensor(valid) and (valid.dtype, valid.shape, valid.device) == (
+            x.dtype,
+            x.shape,
+            x.device,
         ):
+            mask = valid  # a float mask of x's shape (what the algorithms pass) is used as it is
+        else:
             mask = torch.as_tensor(valid, device=x.device)
             mask = mask.to(x.dtype if x.is_floating_point() else torch.get_default_dtype())
-            valid = torch.broadcast_to(mask, x.shape)
-        mask = valid
+            mask = torch.broadcast_to(mask, x.shape)
         if dim is None:
             return (x * mask).sum() / mask.sum()
         return (x * mask).sum(dim=dim) / mask.sum(dim=dim)
     if valid is None:
         return x.mean(axis=dim)
-    mask = np.broadcast_to(np.asarray(valid), x.shape)
-    mask = mask.astype(x.dtype if np.issubdtype(x.dtype, np.floating) else np.float64)
+    np_mask = np.broadcast_to(np.asarray(valid), x.shape)
+    np_mask = np_mask.astype(x.dtype if np.issubdtype(x.dtype, np.floating) else np.float64)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return (x * mask).sum(axis=dim) / mask.sum(axis=dim)
+        return (x * np_mask).sum(axis=dim) / np_mask.sum(axis=dim)
 
 
-def infer_leading_dims(x: Any, dim: int) -> tuple[int, int, int, tuple[int, ...]]:
+def infer_leading_dims(x: Array, dim: int) -> tuple[int, int, int, tuple[int, ...]]:
     """Find the [], [B] or [T,B] leading dims in front of ``dim`` data dims.
 
     Call it at the start of a model's ``forward`` and finish with :func:`restore_leading_dims`,
@@ -185,7 +215,7 @@ def infer_leading_dims(x: Any, dim: int) -> tuple[int, int, int, tuple[int, ...]
     return lead_dim, T, B, shape[lead_dim:]
 
 
-def _restore_one(x: Any, lead_dim: int, T: int, B: int) -> Any:
+def _restore_one(x: Array | None, lead_dim: int, T: int, B: int) -> Array | None:
     if x is None or lead_dim == 1:
         return x
     shape = tuple(x.shape)
@@ -200,6 +230,10 @@ def _restore_one(x: Any, lead_dim: int, T: int, B: int) -> Any:
     return x.reshape(shape[1:])
 
 
+@overload
+def restore_leading_dims(tensors: ArrayT, lead_dim: int, T: int = 1, B: int = 1) -> ArrayT: ...
+@overload
+def restore_leading_dims(tensors: _SeqT, lead_dim: int, T: int = 1, B: int = 1) -> _SeqT: ...
 def restore_leading_dims(tensors: Any, lead_dim: int, T: int = 1, B: int = 1) -> Any:
     """Turn a leading [T*B] batch dim back into [], [B] or [T,B] (see :func:`infer_leading_dims`).
 
@@ -249,7 +283,9 @@ def iterate_mb_idxs(
     return (order[i : i + minibatch_size] for i in range(0, stop, minibatch_size))
 
 
-def extract_sequences(array_or_tensor: ArrayT, T_idx: Any, B_idx: Any, T: int) -> ArrayT:
+def extract_sequences(
+    array_or_tensor: ArrayT, T_idx: ArrayLike, B_idx: ArrayLike, T: int
+) -> ArrayT:
     """Sequences of length ``T`` from [T_total, B, ...] data, starting at [T_idx[i], B_idx[i]].
 
     Time wraps around (a circular replay buffer), so a start near the end continues at step 0.
@@ -272,12 +308,20 @@ def extract_sequences(array_or_tensor: ArrayT, T_idx: Any, B_idx: Any, T: int) -
     return data[t_idx, b_idx.reshape(1, -1)]
 
 
-def _torch_dtype(dtype: Any) -> bool:
+def _torch_dtype(dtype: object) -> TypeIs[torch.dtype]:
     torch = sys.modules.get("torch")  # a torch.dtype can only exist once torch is imported
     return torch is not None and isinstance(dtype, torch.dtype)
 
 
-def zeros(shape: int | Sequence[int], dtype: Any, *, device: Any = None) -> Any:
+@overload
+def zeros(
+    shape: int | Sequence[int], dtype: torch.dtype, *, device: Device = None
+) -> torch.Tensor: ...
+@overload
+def zeros(shape: int | Sequence[int], dtype: DTypeLike, *, device: None = None) -> np.ndarray: ...
+def zeros(
+    shape: int | Sequence[int], dtype: DTypeLike | torch.dtype, *, device: Device = None
+) -> Array:
     """Zeros as a torch tensor when ``dtype`` is a torch.dtype, else as a numpy array.
 
     Lets buffer code allocate for either side from one example's dtype. ``device`` is for torch
@@ -290,7 +334,15 @@ def zeros(shape: int | Sequence[int], dtype: Any, *, device: Any = None) -> Any:
     return np.zeros(shape, dtype=np.dtype(dtype))
 
 
-def empty(shape: int | Sequence[int], dtype: Any, *, device: Any = None) -> Any:
+@overload
+def empty(
+    shape: int | Sequence[int], dtype: torch.dtype, *, device: Device = None
+) -> torch.Tensor: ...
+@overload
+def empty(shape: int | Sequence[int], dtype: DTypeLike, *, device: None = None) -> np.ndarray: ...
+def empty(
+    shape: int | Sequence[int], dtype: DTypeLike | torch.dtype, *, device: Device = None
+) -> Array:
     """Uninitialised torch tensor when ``dtype`` is a torch.dtype, else a numpy array.
 
     For allocations that are filled right away; ``device`` is for torch only.

@@ -6,8 +6,8 @@ or their schema forms) of buffers.  Every function here returns a matching struc
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -19,6 +19,11 @@ from ._collections import (
 )
 from ._shared_memory import np_mp_array
 from ._torch import is_tensor, require_torch
+
+if TYPE_CHECKING:
+    import torch
+    from numpy.typing import ArrayLike
+    from torch.types import Device
 
 __all__ = [
     "buffer_from_example",
@@ -38,7 +43,7 @@ def _map(func: Callable[[Any], Any], buffer_: Any) -> Any:
         return None
     if isinstance(buffer_, tuple):
         contents = [_map(func, item) for item in buffer_]
-        return buffer_._make(contents) if hasattr(buffer_, "_fields") else tuple(contents)
+        return buffer_._make(contents) if hasattr(buffer_, "_make") else tuple(contents)
     return func(buffer_)
 
 
@@ -56,14 +61,16 @@ def _leaves(buffer_: Any, path: str = "buffer") -> list[tuple[str, Any]]:
     return [(path, buffer_)]
 
 
-def _as_leading_dims(leading_dims: Any) -> tuple[int, ...]:
+def _as_leading_dims(leading_dims: int | Iterable[int]) -> tuple[int, ...]:
     dims = (leading_dims,) if isinstance(leading_dims, (int, np.integer)) else tuple(leading_dims)
     if any(not isinstance(d, (int, np.integer)) or d < 0 for d in dims):
         raise ValueError(f"leading_dims must be non-negative integers, got {leading_dims!r}")
     return tuple(int(d) for d in dims)
 
 
-def build_array(example: Any, leading_dims: Any, share_memory: bool = False) -> np.ndarray:
+def build_array(
+    example: ArrayLike, leading_dims: int | Iterable[int], share_memory: bool = False
+) -> np.ndarray:
     """A zeroed numpy array shaped ``leading_dims + example.shape`` with example's dtype.
 
     With ``share_memory`` it lives on OS shared memory (see ``np_mp_array``).
@@ -79,7 +86,7 @@ def build_array(example: Any, leading_dims: Any, share_memory: bool = False) -> 
 
 def buffer_from_example(
     example: Any,
-    leading_dims: Any,
+    leading_dims: int | Iterable[int],
     share_memory: bool = False,
     use_NatSchema: bool | None = None,
 ) -> Any:
@@ -135,17 +142,17 @@ def numpify_buffer(buffer_: Any) -> Any:
     return _map(numpify, buffer_)
 
 
-def normalize_device(device: Any) -> Any:
+def normalize_device(device: torch.device | str | int) -> torch.device:
     """``torch.device(device)`` with the index an accelerator's tensors report: ``"cuda"``
     becomes ``cuda:<current device>``, so devices compare equal to ``tensor.device``."""
     torch = require_torch("normalize_device")
-    device = torch.device(device)
-    if device.type in ("cpu", "meta") or device.index is not None:
-        return device
-    return torch.empty(0, device=device).device
+    normal = torch.device(device)
+    if normal.type in ("cpu", "meta") or normal.index is not None:
+        return normal
+    return torch.empty(0, device=normal).device
 
 
-def buffer_to(buffer_: Any, device: Any = None) -> Any:
+def buffer_to(buffer_: Any, device: Device = None) -> Any:
     """Send every tensor leaf to ``device``."""
     torch = require_torch("buffer_to")
 

@@ -21,8 +21,11 @@ import reprlib
 import sys
 import weakref
 from collections import namedtuple
-from collections.abc import Iterable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Literal, TypeGuard, overload
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 __all__ = [
     "AttrDict",
@@ -73,11 +76,15 @@ def _retag(error: Exception, where: str) -> Exception:
         return TypeError(f"{where}: {error}")
 
 
-class _IndexAllFields:
+class _IndexAllFields(tuple[Any, ...]):
     """The array behaviour shared by both forms: ``[]`` applies to every field."""
 
     __slots__ = ()
     _fields: tuple[str, ...]
+
+    if TYPE_CHECKING:  # a namedtuple's classmethod, or NamedTuple's method
+
+        def _make(self, iterable: Iterable[Any], /) -> Any: ...
 
     def __getitem__(self, loc: Any) -> Any:
         try:
@@ -121,14 +128,14 @@ class _IndexAllFields:
 
     def get(self, index: int) -> Any:
         """Plain tuple indexing: the ``index``-th field itself."""
-        return tuple.__getitem__(self, index)  # type: ignore[arg-type]
+        return tuple.__getitem__(self, index)
 
     def items(self) -> Iterator[tuple[str, Any]]:
         """``(field_name, value)`` pairs in order."""
-        return zip(self._fields, self, strict=True)  # type: ignore[call-overload]
+        return zip(self._fields, self, strict=True)
 
 
-def _typename(obj: Any) -> str:
+def _typename(obj: object) -> str:
     name = getattr(obj, "_typename", None)
     return name if isinstance(name, str) else type(obj).__name__
 
@@ -139,7 +146,30 @@ def _typename(obj: Any) -> str:
 class _NamedArrayTupleMeta(type):
     """Metaclass of every class-form namedarraytuple; it is what lets them pickle."""
 
+    _typename: str
+    _fields: tuple[str, ...]
 
+
+# The classes made here are typed Any: their fields are only known at run time, and an Any
+# class can still name a type in annotations elsewhere (``def step(...) -> EnvStep``).
+@overload
+def namedarraytuple(
+    typename: str,
+    field_names: str | Iterable[str],
+    return_namedtuple_cls: Literal[False] = False,
+    classname_suffix: bool = False,
+    *,
+    module: str | None = None,
+) -> Any: ...
+@overload
+def namedarraytuple(
+    typename: str,
+    field_names: str | Iterable[str],
+    return_namedtuple_cls: Literal[True],
+    classname_suffix: bool = False,
+    *,
+    module: str | None = None,
+) -> tuple[Any, Any]: ...
 def namedarraytuple(
     typename: str,
     field_names: str | Iterable[str],
@@ -169,7 +199,7 @@ def namedarraytuple(
 
 def _build_class(
     typename: str, fields: tuple[str, ...], classname_suffix: bool, module: str
-) -> type:
+) -> _NamedArrayTupleMeta:
     base = namedtuple(typename, fields, module=module)  # type: ignore[misc]
     name = typename + "_nat" if classname_suffix else typename
     namespace = {
@@ -186,18 +216,22 @@ def _build_class(
 
 # The latest class made for each definition, so that unpickling a run-time type in the
 # process that made it gives back that very class, and elsewhere one class per definition.
-_live_classes: weakref.WeakValueDictionary[tuple[str, tuple[str, ...], bool, str], type] = (
-    weakref.WeakValueDictionary()
-)
+_live_classes: weakref.WeakValueDictionary[
+    tuple[str, tuple[str, ...], bool, str], _NamedArrayTupleMeta
+] = weakref.WeakValueDictionary()
 
 
-def _rebuild_class(typename: str, fields: tuple[str, ...], suffix: bool, module: str) -> type:
+def _rebuild_class(
+    typename: str, fields: tuple[str, ...], suffix: bool, module: str
+) -> _NamedArrayTupleMeta:
     """Find or recreate a run-time type when unpickling it."""
     cls = _live_classes.get((typename, fields, suffix, module))
     return cls if cls is not None else _build_class(typename, fields, suffix, module)
 
 
-def _reduce_class(cls: type) -> Any:
+def _reduce_class(
+    cls: _NamedArrayTupleMeta,
+) -> str | tuple[Callable[..., _NamedArrayTupleMeta], tuple[str, tuple[str, ...], bool, str]]:
     """Pickle a class by reference when importable, else by its definition."""
     try:
         found: Any = importlib.import_module(cls.__module__)
@@ -212,13 +246,13 @@ def _reduce_class(cls: type) -> Any:
         cls._fields,
         cls.__name__ != cls._typename,
         cls.__module__,
-    )  # type: ignore[attr-defined]
+    )
 
 
 copyreg.pickle(_NamedArrayTupleMeta, _reduce_class)
 
 
-def is_namedtuple_class(obj: Any) -> bool:
+def is_namedtuple_class(obj: object) -> bool:
     """A namedtuple class (and not a namedarraytuple class)."""
     return (
         isinstance(obj, type)
@@ -228,17 +262,17 @@ def is_namedtuple_class(obj: Any) -> bool:
     )
 
 
-def is_namedarraytuple_class(obj: Any) -> bool:
+def is_namedarraytuple_class(obj: object) -> bool:
     """A class made by ``namedarraytuple``."""
     return isinstance(obj, _NamedArrayTupleMeta)
 
 
-def is_namedtuple(obj: Any) -> bool:
+def is_namedtuple(obj: object) -> bool:
     """An instance of a namedtuple class (and not of a namedarraytuple class)."""
     return is_namedtuple_class(type(obj))
 
 
-def is_namedarraytuple(obj: Any) -> bool:
+def is_namedarraytuple(obj: object) -> bool:
     """An instance of a class made by ``namedarraytuple``."""
     return is_namedarraytuple_class(type(obj))
 
@@ -278,8 +312,8 @@ class NamedTupleSchema:
     def __eq__(self, other: object) -> bool:
         return (
             type(other) is type(self)
-            and self._typename == other._typename  # type: ignore[attr-defined]
-            and self._fields == other._fields  # type: ignore[attr-defined]
+            and self._typename == other._typename
+            and self._fields == other._fields
         )
 
     def __hash__(self) -> int:
@@ -299,7 +333,7 @@ class NamedTuple(tuple):
     _typename: str
     _fields: tuple[str, ...]
 
-    def __new__(cls, typename: str, fields: tuple[str, ...], values: Iterable[Any]) -> Any:
+    def __new__(cls, typename: str, fields: tuple[str, ...], values: Iterable[Any]) -> Self:
         self = tuple.__new__(cls, values)
         if len(self) != len(fields):
             raise TypeError(f"{typename} expects {len(fields)} values, got {len(self)}")
@@ -315,7 +349,7 @@ class NamedTuple(tuple):
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"cannot set attribute {name!r} of {self._typename}")
 
-    def __reduce__(self) -> Any:
+    def __reduce__(self) -> tuple[type[Self], tuple[str, tuple[str, ...], tuple[Any, ...]]]:
         return type(self), (self._typename, self._fields, tuple(self))
 
     def __repr__(self) -> str:
@@ -324,10 +358,10 @@ class NamedTuple(tuple):
         )
         return f"{self._typename}({pairs})"
 
-    def _make(self, iterable: Iterable[Any]) -> Any:
+    def _make(self, iterable: Iterable[Any]) -> Self:
         return type(self)(self._typename, self._fields, iterable)
 
-    def _replace(self, **kwargs: Any) -> Any:
+    def _replace(self, **kwargs: Any) -> Self:
         unknown = set(kwargs) - set(self._fields)
         if unknown:
             raise ValueError(f"{self._typename} has no fields {sorted(unknown)}")
@@ -351,7 +385,7 @@ NamedTupleSchema._instance_cls = NamedTuple
 NamedArrayTupleSchema._instance_cls = NamedArrayTuple
 
 
-def is_schema_form(obj: Any) -> bool:
+def is_schema_form(obj: object) -> TypeGuard[NamedTupleSchema | NamedTuple]:
     return isinstance(obj, (NamedTupleSchema, NamedTuple))
 
 
@@ -372,7 +406,7 @@ def namedarraytuple_like(namedtuple_or_class: Any, classname_suffix: bool = Fals
         return cls
     if is_namedtuple_class(cls):
         return namedarraytuple(
-            cls.__name__, cls._fields, classname_suffix=classname_suffix, module=cls.__module__
+            cls.__name__, obj._fields, classname_suffix=classname_suffix, module=cls.__module__
         )
     raise TypeError(
         f"namedarraytuple_like expects a namedtuple, namedarraytuple or schema, got {obj!r}"
@@ -387,7 +421,7 @@ def NamedArrayTupleSchema_like(example: Any) -> NamedArrayTupleSchema:
         return NamedArrayTupleSchema(example._typename, example._fields)
     cls = example if isinstance(example, type) else type(example)
     if is_namedtuple_class(cls) or is_namedarraytuple_class(cls):
-        return NamedArrayTupleSchema(getattr(cls, "_typename", cls.__name__), cls._fields)
+        return NamedArrayTupleSchema(getattr(cls, "_typename", cls.__name__), example._fields)
     raise TypeError(
         f"NamedArrayTupleSchema_like expects a namedtuple, namedarraytuple or schema, "
         f"got {example!r}"

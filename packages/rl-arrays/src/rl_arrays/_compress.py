@@ -13,18 +13,26 @@ keep the shape (and a tensor's device); torch is needed only for tensors.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 
 from ._torch import is_tensor, require_torch
+
+if TYPE_CHECKING:
+    import torch
+    from numpy.typing import ArrayLike, DTypeLike
 
 __all__ = ["compress_normalized_image", "decompress_image"]
 
 _LEVELS = 255
 
 
-def compress_normalized_image(x: Any) -> Any:
+@overload
+def compress_normalized_image(x: torch.Tensor) -> torch.Tensor: ...
+@overload
+def compress_normalized_image(x: ArrayLike) -> np.ndarray: ...
+def compress_normalized_image(x: ArrayLike) -> np.ndarray | torch.Tensor:
     """Float pixels in [0, 1] as uint8: ``round(255 * x)``, ties to even.
 
     Values outside [0, 1] are clipped: below 0 (and -inf) become 0, above 1 (and +inf)
@@ -42,9 +50,9 @@ def compress_normalized_image(x: Any) -> Any:
             )
         work = torch.float64 if x.dtype == torch.float64 else torch.float32
         with torch.no_grad():
-            scaled = x.to(work) * _LEVELS  # a new tensor: x is kept
-            scaled.nan_to_num_(nan=0.0).clamp_(0, _LEVELS).round_()
-            return scaled.to(torch.uint8)
+            scaled_t = x.to(work) * _LEVELS  # a new tensor: x is kept
+            scaled_t.nan_to_num_(nan=0.0).clamp_(0, _LEVELS).round_()
+            return scaled_t.to(torch.uint8)
     array = np.asarray(x)
     if not np.issubdtype(array.dtype, np.floating):
         raise TypeError(
@@ -60,7 +68,13 @@ def compress_normalized_image(x: Any) -> Any:
     return scaled.astype(np.uint8)
 
 
-def decompress_image(u8: Any, dtype: Any = None) -> Any:
+@overload
+def decompress_image(
+    u8: torch.Tensor, dtype: torch.dtype | DTypeLike | None = None
+) -> torch.Tensor: ...
+@overload
+def decompress_image(u8: ArrayLike, dtype: DTypeLike | None = None) -> np.ndarray: ...
+def decompress_image(u8: ArrayLike, dtype: Any = None) -> np.ndarray | torch.Tensor:
     """uint8 pixels back to floats in [0, 1]: ``u8 / 255``, of ``dtype`` (default float32;
     a numpy dtype for arrays, a torch dtype, or the name of one, for tensors). Shape (and a
     tensor's device) kept; always a new array or tensor."""

@@ -13,10 +13,14 @@ from __future__ import annotations
 import mmap
 import os
 import tempfile
+from collections.abc import Callable
 from multiprocessing.reduction import DupFd
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from numpy.typing import DTypeLike
 
 __all__ = ["np_mp_array"]
 
@@ -33,7 +37,7 @@ class _Segment:
         self.mmap = mmap.mmap(fd, max(nbytes, 1))
         self.address = np.frombuffer(self.mmap, np.uint8).ctypes.data
 
-    def __reduce__(self) -> Any:
+    def __reduce__(self) -> tuple[Callable[[int, _DupFd], _Segment], tuple[int, _DupFd]]:
         return _attach_segment, (self.nbytes, DupFd(self.fd))
 
     def __del__(self) -> None:
@@ -51,7 +55,13 @@ def _anonymous_file() -> int:
     return fd
 
 
-def _attach_segment(nbytes: int, dup_fd: Any) -> _Segment:
+class _DupFd(Protocol):
+    """What ``DupFd`` gives: a descriptor that reappears in the process that unpickles it."""
+
+    def detach(self) -> int: ...
+
+
+def _attach_segment(nbytes: int, dup_fd: _DupFd) -> _Segment:
     return _Segment(nbytes, dup_fd.detach())
 
 
@@ -60,10 +70,10 @@ class SharedArray(np.ndarray):
 
     _segment: _Segment | None
 
-    def __array_finalize__(self, obj: Any) -> None:
+    def __array_finalize__(self, obj: object) -> None:
         self._segment = getattr(obj, "_segment", None)
 
-    def __reduce__(self) -> Any:
+    def __reduce__(self) -> str | tuple[Any, ...]:
         segment = self._segment
         start = self.__array_interface__["data"][0]
         if segment is None or not (segment.address <= start < segment.address + segment.nbytes):
@@ -78,14 +88,20 @@ class SharedArray(np.ndarray):
         )
 
 
-def _rebuild_array(segment: _Segment, offset: int, shape: Any, strides: Any, dtype: Any) -> Any:
+def _rebuild_array(
+    segment: _Segment,
+    offset: int,
+    shape: tuple[int, ...],
+    strides: tuple[int, ...] | None,
+    dtype: np.dtype[Any],
+) -> SharedArray:
     array = np.ndarray(shape, dtype, buffer=segment.mmap, offset=offset, strides=strides)
     shared = array.view(SharedArray)
     shared._segment = segment
     return shared
 
 
-def np_mp_array(shape: int | tuple[int, ...], dtype: Any) -> np.ndarray:
+def np_mp_array(shape: int | tuple[int, ...], dtype: DTypeLike) -> np.ndarray:
     """A zero-filled numpy array on OS shared memory, visible to child processes.
 
     The array (and any slice of it) can be passed to a child process under ``fork``,

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
+    from typing_extensions import TypeIs
 
 
-def require_torch(what: str) -> Any:
+def require_torch(what: str) -> ModuleType:
     """Return the torch module, or raise an ImportError naming ``what`` needed it."""
     try:
         import torch
@@ -18,7 +23,7 @@ def require_torch(what: str) -> Any:
     return torch
 
 
-def is_tensor(x: Any) -> bool:
+def is_tensor(x: object) -> TypeIs[torch.Tensor]:
     """True for a torch.Tensor; never imports torch (a tensor implies torch is loaded)."""
     torch = sys.modules.get("torch")
     return torch is not None and isinstance(x, torch.Tensor)

@@ -207,7 +207,8 @@ def decode_code(code: str) -> tuple[_Spec, int | None]:
     missing = [_TOKENS[name] for name in _TOKENS if name not in values]
     if missing:
         raise ValueError(f"affinity code {code!r} lacks {', '.join(missing)}")
-    return _Spec(**{k: bool(v) if k in _BOOLS else v for k, v in values.items()}), run_slot
+    spec = {k: bool(v) if k in _BOOLS else v for k, v in values.items()}
+    return _Spec(**spec), run_slot  # type: ignore[arg-type]  # (bools for the bool fields)
 
 
 # ----------------------------------------------------------------------------- the layout
@@ -353,7 +354,7 @@ def slot_layout(s: _Spec) -> list[_Slot]:
         gpus_per_run = s.gpu_per_run + sampler_gpus
         for i, block in enumerate(_even_blocks(s.n_cpu_core, s.n_gpu // gpus_per_run)):
             first_gpu = i * gpus_per_run
-            optimizer = [
+            optimizers = [
                 _Proc(block[k * n_optim_cores : (k + 1) * n_optim_cores], first_gpu + k, 0)
                 for k in range(s.gpu_per_run)
             ]
@@ -362,7 +363,7 @@ def slot_layout(s: _Spec) -> list[_Slot]:
             else:
                 sampler_gpu = first_gpu + s.gpu_per_run if sampler_gpus else None
             sampler = _Proc(block[s.gpu_per_run * n_optim_cores :], sampler_gpu, 0)
-            slots.append(_Slot(optimizer, sampler))
+            slots.append(_Slot(optimizers, sampler))
     else:
         n_slots = s.n_gpu * s.contexts_per_gpu // s.gpu_per_run
         for i, block in enumerate(_even_blocks(s.n_cpu_core, n_slots)):
@@ -413,7 +414,7 @@ def _sampling_affinity(s: _Spec, p: _Proc) -> AffinityDict:
     """What a runner and its sampler read (keys of rl_runners' and rl_samplers' code)."""
     free = p.cores[p.n_reserved :]
     n_workers = len(free) // s.cpu_per_worker
-    workers: list[Any] = [
+    workers = [
         _threads(s, free[w * s.cpu_per_worker : (w + 1) * s.cpu_per_worker])
         for w in range(n_workers)
     ]

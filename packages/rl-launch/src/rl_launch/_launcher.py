@@ -16,9 +16,10 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from types import FrameType
 from typing import Any, NamedTuple
 
 import psutil
@@ -177,14 +178,14 @@ def launch_experiment(
 
 
 @contextlib.contextmanager
-def _sigterm_interrupts() -> Any:
+def _sigterm_interrupts() -> Iterator[None]:
     """Make SIGTERM (``kill``, ``timeout``, a CI job's end) stop the queue as Ctrl-C does,
     ending its runs, rather than end the launcher alone and orphan them."""
     if threading.current_thread() is not threading.main_thread():
         yield  # (signal handlers can only be set from the main thread)
         return
 
-    def interrupt(signum: int, frame: Any) -> None:
+    def interrupt(signum: int, frame: FrameType | None) -> None:
         raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
 
     previous = signal.signal(signal.SIGTERM, interrupt)

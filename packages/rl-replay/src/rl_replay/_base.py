@@ -20,6 +20,7 @@ import tempfile
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from rl_arrays import AgentInputs, buffer_from_example, np_mp_array
 
@@ -58,7 +59,7 @@ def flatten_arrays(prefix: str, buffer_: Any) -> dict[str, np.ndarray]:
     """Every array in a (nested) namedarraytuple, keyed by its dotted path."""
     if buffer_ is None:
         return {}
-    if isinstance(buffer_, tuple):
+    if hasattr(buffer_, "_fields"):  # a namedtuple or namedarraytuple
         flat: dict[str, np.ndarray] = {}
         for name, item in zip(buffer_._fields, buffer_, strict=True):
             flat.update(flatten_arrays(f"{prefix}.{name}", item))
@@ -109,7 +110,7 @@ class BaseNStepReturnBuffer(BaseReplayBuffer):
         self.frame_based = cls.frame_based if frame_based is None else bool(frame_based)
         self.time_limit = cls.time_limit if time_limit is None else bool(time_limit)
         self.shared_memory = cls.shared_memory if shared_memory is None else bool(shared_memory)
-        given = dict(
+        given: dict[str, Any] = dict(
             alpha=alpha,
             beta=beta,
             default_priority=default_priority,
@@ -228,10 +229,10 @@ class BaseNStepReturnBuffer(BaseReplayBuffer):
     def _buffer_full(self) -> bool:
         return self.t_total >= self.T
 
-    def _writing(self) -> contextlib.AbstractContextManager[Any]:
+    def _writing(self) -> contextlib.AbstractContextManager[None]:
         return contextlib.nullcontext() if self.rw_lock is None else self.rw_lock.write_lock()
 
-    def _reading(self) -> contextlib.AbstractContextManager[Any]:
+    def _reading(self) -> contextlib.AbstractContextManager[None]:
         return contextlib.nullcontext() if self.rw_lock is None else self.rw_lock.read_lock()
 
     # ---------------------------------------------------------------------------- writing
@@ -276,7 +277,7 @@ class BaseNStepReturnBuffer(BaseReplayBuffer):
             self._advance_priorities(T_new, priorities)
             self._cursor[:] = ((t + T_new) % self.T, self.t_total + T_new)
 
-    def _write(self, idxs: Any, samples: Any, T_new: int) -> None:
+    def _write(self, idxs: np.ndarray | slice, samples: Any, T_new: int) -> None:
         stored = self._stored_example(samples)
         if self.frame_based:
             stored = stored._replace(observation=None)
@@ -289,7 +290,7 @@ class BaseNStepReturnBuffer(BaseReplayBuffer):
                 self.samples_frames[: self.n_frames - 1] = self.samples_frames[self.T :]
         self.samples[idxs] = stored
 
-    def _check_priorities(self, priorities: Any) -> None:
+    def _check_priorities(self, priorities: npt.ArrayLike | None) -> None:
         if priorities is None:
             return
         if self.priorities is None:
@@ -299,7 +300,7 @@ class BaseNStepReturnBuffer(BaseReplayBuffer):
         if not self.priorities.input_priorities:
             raise ValueError("priorities came with the samples, but input_priorities=False")
 
-    def _advance_priorities(self, T_rows: int, priorities: Any) -> None:
+    def _advance_priorities(self, T_rows: int, priorities: npt.ArrayLike | None) -> None:
         """Move the sum tree ``T_rows`` rows on, with the samples' input priorities."""
         if self.priorities is not None:
             self.priorities.advance(T_rows, priorities)
@@ -342,7 +343,7 @@ class BaseNStepReturnBuffer(BaseReplayBuffer):
         oldest = self.t if self._buffer_full else 0
         return (oldest + self.off_forward + k) % self.T
 
-    def _valid_starts(self, off_backward: int, interval: int = 1) -> tuple[int, Any]:
+    def _valid_starts(self, off_backward: int, interval: int = 1) -> tuple[int, np.ndarray | None]:
         """How many start slots per environment are valid, and (with an ``interval`` > 1)
         which: only multiples of it, the slots holding a stored rnn state."""
         count = max(self._valid_count(off_backward), 0)
@@ -394,7 +395,7 @@ class BaseNStepReturnBuffer(BaseReplayBuffer):
         """Anneal the importance-sampling exponent (prioritized buffers)."""
         self._prioritizer().beta = float(beta)
 
-    def update_batch_priorities(self, priorities: Any) -> None:
+    def update_batch_priorities(self, priorities: npt.ArrayLike) -> None:
         """New priorities for the last sampled batch, e.g. its absolute TD errors
         (prioritized buffers)."""
         with self._writing():
@@ -410,7 +411,9 @@ class BaseNStepReturnBuffer(BaseReplayBuffer):
         frames = _take_rows(flat, (rows * self.B + B_idxs).ravel())
         return frames.reshape(*rows.shape, *frames.shape[1:])
 
-    def _zero_before_resets(self, observation: np.ndarray, T_idxs: np.ndarray, B_idxs: Any) -> None:
+    def _zero_before_resets(
+        self, observation: np.ndarray, T_idxs: np.ndarray, B_idxs: np.ndarray
+    ) -> None:
         """Zero, in place, the frames of observations at ``T_idxs`` that come from before an
         environment reset (frame k predates a reset after step t-f when k < n_frames - f)."""
         nf = self.n_frames
@@ -433,7 +436,7 @@ class BaseNStepReturnBuffer(BaseReplayBuffer):
         self._zero_before_resets(observation, T_idxs, B_idxs)
         return observation
 
-    def _agent_inputs(self, T_idxs: np.ndarray, B_idxs: np.ndarray, observation: Any) -> Any:
+    def _agent_inputs(self, T_idxs: np.ndarray, B_idxs: np.ndarray, observation: np.ndarray) -> Any:
         """Inputs as the agent saw them: the previous action and reward are zero at an
         episode's first step."""
         prev = (T_idxs - 1) % self.T
@@ -492,7 +495,7 @@ class BaseNStepReturnBuffer(BaseReplayBuffer):
         fd, tmp = tempfile.mkstemp(dir=directory, prefix=".replay-", suffix=".npz.tmp")
         try:
             with os.fdopen(fd, "wb") as f:
-                np.savez(f, **self.state_dict())
+                np.savez(f, allow_pickle=False, **self.state_dict())  # as load reads it
             os.replace(tmp, path)
         except BaseException:
             with contextlib.suppress(FileNotFoundError):

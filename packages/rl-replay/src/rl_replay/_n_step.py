@@ -3,20 +3,19 @@ the algorithms import it from here."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
+import numpy.typing as npt
 
 __all__ = ["discount_return_n_step"]
 
 
 def discount_return_n_step(
-    reward: Any,
-    done: Any,
+    reward: npt.ArrayLike,
+    done: npt.ArrayLike,
     n_step: int,
     discount: float,
-    return_dest: Any = None,
-    done_n_dest: Any = None,
+    return_dest: np.ndarray | None = None,
+    done_n_dest: np.ndarray | None = None,
     do_truncated: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
     """n-step returns and done signals from time-major ``[T, ...]`` rewards and dones.

@@ -3,9 +3,8 @@ the valid start slots, priorities raised to ``alpha``, importance weights with `
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
+import numpy.typing as npt
 
 from ._sum_tree import SumTree
 
@@ -54,7 +53,7 @@ class Prioritizer:
         )
         self._sampled: tuple[np.ndarray, np.ndarray] | None = None
 
-    def advance(self, T: int, priorities: Any) -> None:
+    def advance(self, T: int, priorities: npt.ArrayLike | None) -> None:
         """Move the tree ``T`` rows on; ``priorities`` (None, or the samples' input ones:
         checked by the buffer) are raised to ``alpha``."""
         if priorities is not None:
@@ -75,7 +74,7 @@ class Prioritizer:
         weights = priorities**-self.beta
         return T_idxs, B_idxs, (weights / weights.max()).astype(np.float32)
 
-    def update_batch_priorities(self, priorities: Any) -> None:
+    def update_batch_priorities(self, priorities: npt.ArrayLike) -> None:
         """New priorities for the last sampled batch (e.g. absolute TD errors).
 
         Slots turned off since they were sampled (overwritten, in async use) stay off.

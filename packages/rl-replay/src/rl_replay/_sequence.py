@@ -12,6 +12,7 @@ import math
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from rl_arrays import extract_sequences
 
@@ -117,10 +118,10 @@ class SequenceReplayBuffer(BaseNStepReturnBuffer):
             )
         return T_new
 
-    def _advance_priorities(self, T_new: int, priorities: Any) -> None:
+    def _advance_priorities(self, T_new: int, priorities: npt.ArrayLike | None) -> None:
         super()._advance_priorities(T_new // self._interval, priorities)  # a row per state
 
-    def _write(self, idxs: Any, samples: Any, T_new: int) -> None:
+    def _write(self, idxs: np.ndarray | slice, samples: Any, T_new: int) -> None:
         super()._write(idxs, samples, T_new)
         interval = self.rnn_state_interval
         if interval > 1:  # keep the states at steps that are multiples of the interval

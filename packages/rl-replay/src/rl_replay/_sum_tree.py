@@ -10,9 +10,11 @@ rules: the package README, "SumTree".
 from __future__ import annotations
 
 import operator
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from rl_arrays import np_mp_array
 
@@ -31,7 +33,7 @@ def _int_at_least(name: str, value: Any, minimum: int) -> int:
     return value
 
 
-def _as_priorities(name: str, values: Any, shape: tuple[int, ...]) -> np.ndarray:
+def _as_priorities(name: str, values: npt.ArrayLike, shape: tuple[int, ...]) -> np.ndarray:
     array = np.asarray(values, dtype=np.float64)
     try:
         array = np.broadcast_to(array, shape)
@@ -116,7 +118,7 @@ class SumTree:
 
     # --- storage -------------------------------------------------------------------------
 
-    def _allocate(self, shape: int | tuple[int, ...], dtype: Any) -> np.ndarray:
+    def _allocate(self, shape: int | tuple[int, ...], dtype: npt.DTypeLike) -> np.ndarray:
         return np_mp_array(shape, dtype) if self.shared_memory else np.zeros(shape, dtype)
 
     def _make_views(self) -> None:
@@ -163,6 +165,7 @@ class SumTree:
 
     def print_tree(self, level: int | None = None) -> None:
         """Print the node values of every level, or only of ``level`` (0 is the root)."""
+        levels: Sequence[int]
         if level is None:
             levels = range(self.depth + 1)
         else:
@@ -174,7 +177,7 @@ class SumTree:
 
     # --- writing -------------------------------------------------------------------------
 
-    def advance(self, T: int, priorities: Any = None) -> None:
+    def advance(self, T: int, priorities: npt.ArrayLike | None = None) -> None:
         """Account for ``T`` new rows just written at ``[t, t + T)`` (all ``B`` columns).
 
         Rows whose n-step future is now complete turn valid (their input priority, or
@@ -251,7 +254,7 @@ class SumTree:
             children = pairs[idx]
             nodes[idx] = children[:, 0] + children[:, 1]
 
-    def update_batch_priorities(self, priorities: Any) -> None:
+    def update_batch_priorities(self, priorities: npt.ArrayLike) -> None:
         """Set the leaves returned by the last :meth:`sample` to ``priorities`` (as given).
 
         Where a leaf was sampled more than once, its last priority is kept.

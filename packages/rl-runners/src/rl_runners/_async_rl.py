@@ -23,7 +23,12 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from multiprocessing.context import BaseContext
+from multiprocessing.process import BaseProcess
+from multiprocessing.queues import Queue
+from multiprocessing.synchronize import Semaphore
+from types import FrameType
+from typing import Any, cast
 
 import numpy as np
 import psutil
@@ -31,11 +36,11 @@ import torch.multiprocessing  # noqa: F401  (registers the pickling of shared te
 
 from rl_arrays import np_mp_array
 
-from ._evaluator import Evaluator
+from ._evaluator import EvalSampler, Evaluator
 from ._logger import logger
 from ._minibatch_rl import MinibatchRl, mid_batch_reset, set_master_affinity
 from ._progress import algo_batch_size
-from ._protocols import AsyncAgentProtocol, AsyncAlgoProtocol, AsyncSamplerProtocol
+from ._protocols import AsyncAgentProtocol, AsyncAlgoProtocol, AsyncSamplerProtocol, SharedReplay
 from ._seed import make_seed, set_seed
 from ._values import positive_int
 
@@ -52,7 +57,7 @@ _WATCHDOG_S = 3.0  # a child died and the main process has not noticed: it is st
 class _Control:
     """What the processes share (passed to the children at their start)."""
 
-    def __init__(self, ctx: Any):
+    def __init__(self, ctx: BaseContext):
         self.state = np_mp_array(3, np.float64)
         self.ready = [ctx.Semaphore(0), ctx.Semaphore(0)]
         self.copied = [ctx.Semaphore(1), ctx.Semaphore(1)]
@@ -77,7 +82,7 @@ def _enter_child(main_pid: int) -> None:
         os._exit(1)
 
 
-def _wait_for(ctrl: _Control, ready: Callable[[], bool]) -> bool:
+def _wait_for(ctrl: _Control, ready: Callable[..., bool]) -> bool:
     """Poll until ``ready()``; False when told to quit first."""
     while not ready():
         if ctrl.quit:
@@ -86,7 +91,7 @@ def _wait_for(ctrl: _Control, ready: Callable[[], bool]) -> bool:
     return True
 
 
-def _acquire(ctrl: _Control, semaphore: Any) -> bool:
+def _acquire(ctrl: _Control, semaphore: Semaphore) -> bool:
     while not semaphore.acquire(timeout=0.05):
         if ctrl.quit:
             return False
@@ -94,7 +99,7 @@ def _acquire(ctrl: _Control, semaphore: Any) -> bool:
 
 
 def run_async_sampler(
-    sampler: Any,
+    sampler: AsyncSamplerProtocol,
     affinity: Mapping[str, Any],
     ctrl: _Control,
     n_itr: int,
@@ -108,11 +113,12 @@ def run_async_sampler(
     ahead of the optimizer; with ``eval_interval`` an evaluation before the first batch and
     after every ``eval_interval`` batches, once the optimizer has trained on them."""
     _enter_child(main_pid)
+    evaluating = cast(EvalSampler, sampler)  # (with eval_interval: checked at construction)
     try:
         sampler.initialize(affinity)
         try:
             if eval_interval is not None:
-                _evaluate(sampler, ctrl, 0, min_itr_learn)
+                _evaluate(evaluating, ctrl, 0, min_itr_learn)
             for itr in range(n_itr):
                 if not _wait_for(ctrl, lambda i=itr: i < ctrl.state[_THROTTLE] + max_lead):
                     return
@@ -125,7 +131,7 @@ def run_async_sampler(
                 if eval_interval is not None and (itr + 1) % eval_interval == 0:
                     if not _wait_for(ctrl, lambda i=itr: ctrl.state[_THROTTLE] >= i + 1):
                         return
-                    _evaluate(sampler, ctrl, itr + 1, min_itr_learn)
+                    _evaluate(evaluating, ctrl, itr + 1, min_itr_learn)
         finally:
             sampler.shutdown()
     except BaseException:
@@ -133,7 +139,7 @@ def run_async_sampler(
         raise
 
 
-def _evaluate(sampler: Any, ctrl: _Control, n_batches: int, min_itr_learn: int) -> None:
+def _evaluate(sampler: EvalSampler, ctrl: _Control, n_batches: int, min_itr_learn: int) -> None:
     """An evaluation after ``n_batches`` batches (skipped before the learning starts, as
     the ``Evaluator`` does), sent to the main process."""
     itr = max(n_batches - 1, 0)
@@ -147,7 +153,7 @@ def _evaluate(sampler: Any, ctrl: _Control, n_batches: int, min_itr_learn: int) 
 def memory_copier(
     sample_buffers: Sequence[Any],
     samples_to_buffer: Callable[[Any], Any],
-    replay_buffer: Any,
+    replay_buffer: SharedReplay,
     ctrl: _Control,
     n_itr: int,
     main_pid: int,
@@ -174,7 +180,7 @@ def memory_copier(
 # ------------------------------------------------------------------ the runners
 
 
-def _split_affinity(affinity: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+def _split_affinity(affinity: object) -> tuple[dict[str, Any], dict[str, Any]]:
     """``(sampler's, optimizer's)`` from ``{"sampler": {...}, "optimizer": [{...}]}`` (what
     ``rl_launch.affinity_from_code`` gives with ``async_sample``) or None."""
     if affinity is None:
@@ -210,7 +216,12 @@ class AsyncRl(MinibatchRl):
     supported. Details: the package README, "Asynchronous runners".
     """
 
-    _protocols = "async"
+    _protocols = (AsyncAlgoProtocol, AsyncAgentProtocol, AsyncSamplerProtocol)
+    # Its parts meet those protocols, not MinibatchRl's: AsyncRl overrides every method of
+    # MinibatchRl that calls what only MinibatchRl's declare.
+    algo: AsyncAlgoProtocol  # type: ignore[assignment]
+    agent: AsyncAgentProtocol  # type: ignore[assignment]
+    sampler: AsyncSamplerProtocol  # type: ignore[assignment]
 
     def __init__(
         self,
@@ -235,8 +246,8 @@ class AsyncRl(MinibatchRl):
             )
         self.start_method = start_method
         super().__init__(
-            algo,  # type: ignore[arg-type]
-            agent,
+            algo,  # type: ignore[arg-type]  # (see the class attributes)
+            agent,  # type: ignore[arg-type]
             sampler,  # type: ignore[arg-type]
             n_steps,
             seed=seed,
@@ -252,7 +263,7 @@ class AsyncRl(MinibatchRl):
             raise ValueError(f"{type(self).__name__} evaluates: the sampler needs eval_n_envs > 0")
         self.sampler_affinity = sampler_affinity
         self._ctrl: _Control | None = None
-        self._processes: list[Any] = []
+        self._processes: list[BaseProcess] = []
         self._watchdog_stop = threading.Event()
         self._watchdog: threading.Thread | None = None
 
@@ -318,20 +329,25 @@ class AsyncRl(MinibatchRl):
         self.initialize_logging()
         return n_itr
 
-    def _launch(self, double_buffer: Any, replay_buffer: Any, n_itr: int) -> None:
+    def _launch(
+        self, double_buffer: tuple[Any, Any], replay_buffer: SharedReplay, n_itr: int
+    ) -> None:
         method = self.start_method_used()
         logger.log(f"Starting the sampler's process and the memory copier ({method}).")
         ctx = mp.get_context(method)
         self._ctrl = ctrl = _Control(ctx)
         ctrl.state[_THROTTLE] = self._throttle_point()
         main_pid = os.getpid()
-        copier = ctx.Process(
+        # (typeshed types get_context(str) as a BaseContext, without the Process class that
+        # the context of each start method has)
+        ProcessCls: type[BaseProcess] = ctx.Process  # type: ignore[attr-defined]
+        copier = ProcessCls(
             target=memory_copier,
             name="memory copier",
             args=(double_buffer, self.algo.samples_to_buffer, replay_buffer, ctrl, n_itr, main_pid),
             daemon=True,
         )
-        sampler = ctx.Process(  # not a daemon: a parallel sampler starts workers
+        sampler = ProcessCls(  # not a daemon: a parallel sampler starts workers
             target=run_async_sampler,
             name="sampler",
             args=(
@@ -362,7 +378,7 @@ class AsyncRl(MinibatchRl):
 
     # --------------------------------------------------------- the loop
 
-    def _run(self, resume: Any) -> None:
+    def _run(self, restore: tuple | None) -> None:
         """Startup, then optimize and log until the sampler's last row; the children end
         however it ends. A child's failure raises RuntimeError with its traceback."""
         completed = False
@@ -394,7 +410,7 @@ class AsyncRl(MinibatchRl):
             self._write_row(self._next_row)
             self._finished = self._done_itrs() >= self.n_itr
             return
-        copied = int(self._ctrl.state[_COPIED])
+        copied = int(self._control.state[_COPIED])
         # The next row's batches trained on: no more updates until that row is written, so
         # that each row counts exactly its own.
         row_pending = self._throttle_point() >= self._next_row
@@ -413,14 +429,14 @@ class AsyncRl(MinibatchRl):
         opt_info = self.algo.optimize_agent(self._opt_calls, sampler_itr=copied - 1)
         self._opt_calls += 1
         self.agent.send_shared_memory()
-        self._ctrl.state[_THROTTLE] = self._throttle_point()
+        self._control.state[_THROTTLE] = self._throttle_point()
         self.store_diagnostics(max(self._received - 1, 0), [], opt_info)
 
     def _row_due(self) -> bool:
         """(online rows) The row's batches are copied, trained on and their infos in."""
         b = self._next_row
         return (
-            int(self._ctrl.state[_COPIED]) >= b
+            int(self._control.state[_COPIED]) >= b
             and self._throttle_point() >= b
             and self._received >= b
         )
@@ -428,6 +444,7 @@ class AsyncRl(MinibatchRl):
     def _write_row(self, n_batches: int) -> None:
         """The row (and snapshot) after ``n_batches`` sampler iterations."""
         itr = max(n_batches - 1, 0)
+        assert self.progress is not None
         self.progress.next_itr = n_batches
         logger.set_iteration(itr)
         with logger.prefix(f"itr #{itr} "):
@@ -446,6 +463,7 @@ class AsyncRl(MinibatchRl):
 
     def evaluate_agent(self, itr: int) -> tuple[list[Any], float]:
         """(``AsyncRlEval``) The sampler's process evaluates; here its result is taken."""
+        assert self.progress is not None
         self.progress.pbar.stop()
         while self._eval_result is None:
             self._poll()
@@ -458,7 +476,7 @@ class AsyncRl(MinibatchRl):
     def _poll(self) -> None:
         """Take the sampler's messages (trajectory infos; an evaluation stops the reading,
         so that its row comes first) and, every ``_CHECK_S``, check the children."""
-        ctrl = self._ctrl
+        ctrl = self._control
         while self._eval_result is None:
             try:
                 message = ctrl.messages.get_nowait()
@@ -477,18 +495,25 @@ class AsyncRl(MinibatchRl):
                 self._watchdog_stop.set()
                 raise RuntimeError(failure)
 
+    @property
+    def _control(self) -> _Control:
+        """What the processes share (the children were started)."""
+        assert self._ctrl is not None
+        return self._ctrl
+
     def _failure(self) -> str | None:
         """What went wrong in a child, if anything: its traceback, or how it died."""
         try:
-            name, trace = self._ctrl.errors.get_nowait()
+            name, trace = self._control.errors.get_nowait()
         except queue.Empty:
             dead = [p for p in self._processes if p.exitcode not in (None, 0)]
             if not dead:
                 return None
             try:  # a dying child's traceback may still be on its way
-                name, trace = self._ctrl.errors.get(timeout=1.0)
+                name, trace = self._control.errors.get(timeout=1.0)
             except queue.Empty:
                 code = dead[0].exitcode
+                assert code is not None  # (it has exited)
                 how = f"signal {-code}" if code < 0 else f"exit code {code}"
                 return f"the {dead[0].name} process died ({how}), leaving no traceback"
         return f"the {name} process failed:\n{trace}"
@@ -514,6 +539,7 @@ class AsyncRl(MinibatchRl):
         elif handler is not signal.default_int_handler:
             return
         main_ident = threading.main_thread().ident
+        assert main_ident is not None  # (a running thread has one)
         processes = list(self._processes)
 
         def watch() -> None:
@@ -529,7 +555,7 @@ class AsyncRl(MinibatchRl):
 
     _ignored_sigint = False
 
-    def _watchdog_interrupt(self, signum: int, frame: Any) -> None:
+    def _watchdog_interrupt(self, signum: int, frame: FrameType | None) -> None:
         """SIGINT while Ctrl-C is ignored: only the watchdog's interrupt raises."""
         if self._watchdog_fired:
             raise KeyboardInterrupt
@@ -591,6 +617,7 @@ class AsyncRl(MinibatchRl):
         prefix: str = "",
     ) -> None:
         """``MinibatchRl``'s row, with ``OptThrottle``: the seconds the optimizer waited."""
+        assert self.progress is not None
         self.progress.extra["OptThrottle"], self._throttle_time = self._throttle_time, 0.0
         super().log_diagnostics(itr, traj_infos, eval_time, prefix)
 
@@ -601,7 +628,7 @@ class AsyncRl(MinibatchRl):
         return snapshot
 
 
-def _drain(q: Any) -> None:
+def _drain(q: Queue[Any]) -> None:
     with contextlib.suppress(queue.Empty, OSError, EOFError):
         while True:
             q.get_nowait()

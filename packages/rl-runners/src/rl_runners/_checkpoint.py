@@ -47,7 +47,7 @@ def ctrl_c_deferred() -> Iterator[None]:
             os.kill(os.getpid(), signal.SIGINT)
 
 
-def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], None]) -> Path:
+def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], object]) -> Path:
     """Write ``path`` through ``write(file)`` into a temporary file beside it, then rename it
     over ``path``: readers see the old file or the complete new one, never a part. A Ctrl-C
     during the write takes effect once the file is in place."""
@@ -58,7 +58,7 @@ def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], None]) ->
     return path
 
 
-def _write_and_rename(tmp: Path, path: Path, write: Callable[[IO[bytes]], None]) -> None:
+def _write_and_rename(tmp: Path, path: Path, write: Callable[[IO[bytes]], object]) -> None:
     try:
         with open(tmp, "wb") as f:
             write(f)

@@ -7,13 +7,14 @@ import pickle
 import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import torch
 
 from ._checkpoint import companion_path, ctrl_c_deferred, find_checkpoint, save_pickle, save_torch
 from ._logger import logger
 from ._progress import Progress
+from ._protocols import AgentProtocol, AlgoProtocol, SamplerProtocol, missing_methods
 from ._seed import get_rng_state, set_rng_state
 
 __all__ = ["CHECKPOINT_FORMAT", "Checkpointer", "read_checkpoint", "write_checkpoint"]
@@ -25,17 +26,18 @@ Pickles = Mapping[str, Callable[[], Any]]
 
 
 class CheckpointedRunner(Protocol):
-    """What a ``Checkpointer`` reads and restores of a runner."""
+    """What a ``Checkpointer`` reads and restores of a runner (``AsyncRl``'s parts, of the
+    Async* protocols, have all that its snapshots read)."""
 
-    algo: Any
-    agent: Any
-    sampler: Any
+    algo: AlgoProtocol
+    agent: AgentProtocol
+    sampler: SamplerProtocol
     seed: int | None
     n_steps: int | None
     n_itr: int
     itr_batch_size: int
     log_interval_itrs: int
-    progress: Progress
+    progress: Progress | None  # (made at startup, before any snapshot or restore)
 
     def runner_state(self) -> dict[str, Any]: ...
 
@@ -66,6 +68,27 @@ def write_checkpoint(path: Path, params: dict[str, Any], pickles: Pickles | None
         save_torch(params, path)
 
 
+class ReplayAlgo(Protocol):
+    """An algorithm whose replay buffer snapshots keep (``Checkpointer(replay=True)``)."""
+
+    def save_replay(self, path: Path) -> None: ...
+
+    def load_replay(self, path: Path) -> None: ...
+
+
+class StatefulSampler(Protocol):
+    """A sampler whose environments' state snapshots keep beside them."""
+
+    def state_dict(self) -> Any: ...
+
+    def load_state_dict(self, state: Any) -> object: ...
+
+
+def _progress(runner: CheckpointedRunner) -> Progress:
+    assert runner.progress is not None, "the runner has not started"
+    return runner.progress
+
+
 def _replay_path(checkpoint: Path, snapshot_id: str) -> Path:
     return companion_path(checkpoint, f"replay-{snapshot_id}").with_suffix(".npz")
 
@@ -80,8 +103,8 @@ class Checkpointer:
     def __init__(self, replay: bool = False):
         self.replay = bool(replay)
 
-    def check_algo(self, algo: Any) -> None:
-        if self.replay and not (hasattr(algo, "save_replay") and hasattr(algo, "load_replay")):
+    def check_algo(self, algo: object) -> None:
+        if self.replay and missing_methods(ReplayAlgo, algo):
             raise TypeError(
                 f"checkpoint_replay needs an algorithm with save_replay and load_replay; "
                 f"{type(algo).__name__} has no replay buffer to keep"
@@ -91,7 +114,7 @@ class Checkpointer:
     def snapshot(self, runner: CheckpointedRunner, itr: int) -> dict[str, Any]:
         """Everything needed to continue after iteration ``itr`` (tensors, lists and
         numbers only: it loads with ``torch.load(weights_only=True)``)."""
-        progress = runner.progress
+        progress = _progress(runner)
         return {
             "format": CHECKPOINT_FORMAT,
             "runner": type(runner).__name__,
@@ -130,8 +153,8 @@ class Checkpointer:
         params.update(extra or {})
         params["snapshot_id"] = snapshot_id = uuid.uuid4().hex
         pickles = None
-        if params["sampler_state"]:
-            next_itr, sampler = runner.progress.next_itr, runner.sampler
+        if params["sampler_state"]:  # (the sampler has state_dict: see snapshot)
+            next_itr, sampler = _progress(runner).next_itr, cast(StatefulSampler, runner.sampler)
 
             def sampler_state() -> dict[str, Any]:
                 state = sampler.state_dict()
@@ -141,7 +164,7 @@ class Checkpointer:
         replay_file = None
         if self.replay:  # named after the snapshot: never paired with another one
             replay_file = _replay_path(path, snapshot_id)
-            runner.algo.save_replay(replay_file)
+            cast(ReplayAlgo, runner.algo).save_replay(replay_file)  # (check_algo saw to it)
             params["replay_file"] = replay_file.name
         write(params, pickles)
         if replay_file is not None:  # the older snapshot's replay, now unused
@@ -150,7 +173,9 @@ class Checkpointer:
                     old.unlink(missing_ok=True)
 
     # --------------------------------------------------------------- reading
-    def for_resume(self, runner: CheckpointedRunner, path: str | os.PathLike) -> tuple:
+    def for_resume(
+        self, runner: CheckpointedRunner, path: str | os.PathLike
+    ) -> tuple[Path, dict[str, Any], Any]:
         """Read and check the checkpoint ``path`` names, before any work: the arguments
         of ``restore``."""
         checkpoint_path, checkpoint = read_checkpoint(path)
@@ -191,7 +216,11 @@ class Checkpointer:
             )
 
     def saved_sampler_state(
-        self, runner: CheckpointedRunner, checkpoint: dict[str, Any], path: Path, required=True
+        self,
+        runner: CheckpointedRunner,
+        checkpoint: dict[str, Any],
+        path: Path,
+        required: bool = True,
     ) -> Any:
         """The sampler's state pickled beside ``path`` (None when there is none to load).
         A missing or mismatched file is an error when ``required``, else a warning."""
@@ -241,10 +270,10 @@ class Checkpointer:
         runner.agent.load_state_dict(checkpoint["agent_state_dict"])
         if load_optimizer:
             algo.load_optim_state_dict(checkpoint["optimizer_state_dict"])
-        if getattr(algo, "update_counter", None) is not None:
+        if hasattr(algo, "update_counter") and algo.update_counter is not None:
             algo.update_counter = checkpoint["cum_updates"]
-        if sampler_state is not None:
-            runner.sampler.load_state_dict(sampler_state)
+        if sampler_state is not None:  # (the sampler has load_state_dict: see above)
+            cast(StatefulSampler, runner.sampler).load_state_dict(sampler_state)
         replay_name = checkpoint.get("replay_file")
         if replay_name is not None:
             if hasattr(algo, "load_replay"):
@@ -255,8 +284,8 @@ class Checkpointer:
                 )
         elif hasattr(algo, "load_replay"):
             logger.log("WARNING: the checkpoint holds no replay buffer; replay starts empty.")
-        state = checkpoint["runner_state"]
-        runner.progress.load_state(checkpoint["next_itr"], checkpoint["cum_completed_trajs"], state)
+        state, progress = checkpoint["runner_state"], _progress(runner)
+        progress.load_state(checkpoint["next_itr"], checkpoint["cum_completed_trajs"], state)
         logger.truncate_tabular(state["progress_rows"])
         set_rng_state(checkpoint["rng_state"])
-        logger.log(f"Resumed from {path} after {runner.progress.next_itr} iterations.")
+        logger.log(f"Resumed from {path} after {progress.next_itr} iterations.")

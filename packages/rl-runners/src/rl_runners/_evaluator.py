@@ -11,11 +11,19 @@ from ._logger import logger
 from ._modes import AgentModes
 from ._values import traj_record
 
-__all__ = ["Evaluator"]
+__all__ = ["EvalAgent", "EvalSampler", "Evaluator"]
 
 
 class EvalSampler(Protocol):
+    """What an evaluator needs of the sampler, beyond the runner's protocol."""
+
     def evaluate_agent(self, itr: int) -> Sequence[Any]: ...
+
+
+class EvalAgent(Protocol):
+    """What an evaluator needs of the agent, beyond the runner's protocol."""
+
+    def eval_mode(self, itr: int) -> None: ...
 
 
 class Evaluator:

@@ -214,12 +214,12 @@ class Logger:
         assert self._csv_path is not None and self._header is not None
         n = len(self._header)
         text = _csv_line(self._header) + "".join(_csv_line(r + [""] * (n - len(r))) for r in rows)
-        reopen = self._csv_file is not None
-        if reopen:
-            self._csv_file.close()
+        old = self._csv_file
+        if old is not None:
+            old.close()
         atomic_write(self._csv_path, lambda f: f.write(text.encode("utf-8")))
         self._n_rows = len(rows)
-        if reopen:
+        if old is not None:  # (reopened)
             self._csv_file = open(self._csv_path, "a", encoding="utf-8", newline="")  # noqa: SIM115
 
     def _write_row(self, row: dict[str, Any]) -> None:

@@ -9,13 +9,13 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import psutil
 import torch
 
 from ._checkpointer import CHECKPOINT_FORMAT, Checkpointer
-from ._evaluator import Evaluator
+from ._evaluator import EvalAgent, EvalSampler, Evaluator
 from ._group import Group, SingleProcess
 from ._logger import logger
 from ._modes import AgentModes
@@ -41,7 +41,7 @@ def set_master_affinity(affinity: Mapping[str, Any]) -> None:
     try:
         if cpus is not None and affinity.get("set_affinity", True):
             process.cpu_affinity(list(cpus))
-        cpu_affinity: Any = process.cpu_affinity()
+        cpu_affinity: list[int] | str = process.cpu_affinity()
     except AttributeError:  # macOS has no CPU affinity
         cpu_affinity = "unavailable"
     logger.log(f"Runner master CPU affinity: {cpu_affinity}.")
@@ -51,7 +51,7 @@ def set_master_affinity(affinity: Mapping[str, Any]) -> None:
     logger.log(f"Runner master Torch threads: {torch.get_num_threads()}.")
 
 
-def mid_batch_reset(sampler: Any) -> bool:
+def mid_batch_reset(sampler: object) -> bool:
     """The sampler's ``mid_batch_reset``, else its collector class's, else True."""
     value = getattr(sampler, "mid_batch_reset", None)
     if value is None:
@@ -70,7 +70,8 @@ class MinibatchRl:
     ``train()`` runs from scratch, ``resume(path)`` continues a run from a checkpoint.
     """
 
-    _protocols = ""  # which protocols the components must meet ("async": the Async* ones)
+    # The protocols the algorithm, the agent and the sampler must meet (AsyncRl: the Async* ones).
+    _protocols: tuple[type, type, type] = (AlgoProtocol, AgentProtocol, SamplerProtocol)
     _n_steps_optional = False  # (OnPolicyRunner: the length may be planned at startup)
     _continue_hint = "resume() continues from the last snapshot"
 
@@ -96,14 +97,16 @@ class MinibatchRl:
         self.checkpointer.check_algo(algo)
         self.checkpoint_replay = self.checkpointer.replay
         self.evaluator = evaluator
-        extra = {"agent": ("eval_mode",), "sampler": ("evaluate_agent",)} if evaluator else {}
-        for role, obj in (("algo", algo), ("agent", agent), ("sampler", sampler)):
-            missing = missing_methods(f"{self._protocols} {role}".strip(), obj, extra.get(role, ()))
+        extra: dict[str, tuple[type, ...]] = {}
+        if evaluator is not None:  # (what the evaluator calls, too)
+            extra = {"agent": (EvalAgent,), "sampler": (EvalSampler,)}
+        parts = (("algo", algo), ("agent", agent), ("sampler", sampler))
+        for (role, obj), protocol in zip(parts, self._protocols, strict=True):
+            missing = missing_methods(protocol, obj, extra.get(role, ()))
             if missing:
-                protocol = f"{self._protocols.capitalize()}{role.capitalize()}Protocol"
                 raise TypeError(
                     f"{role} ({type(obj).__name__}) lacks {', '.join(missing)}; see "
-                    f"rl_runners.{protocol}"
+                    f"rl_runners.{protocol.__name__}"
                 )
         if n_steps is None and self._n_steps_optional:
             self.n_steps: int | None = None
@@ -270,7 +273,8 @@ class MinibatchRl:
         """The evaluator's evaluation after ``itr``: ``(trajectory infos, seconds)``."""
         assert self.evaluator is not None and self.progress is not None
         self.progress.pbar.stop()
-        return self.evaluator.evaluate(self.sampler, self.modes, itr, self.min_itr_learn)
+        sampler = cast(EvalSampler, self.sampler)  # (checked at construction, with the evaluator)
+        return self.evaluator.evaluate(sampler, self.modes, itr, self.min_itr_learn)
 
     # ------------------------------------------------------ diagnostics
     def store_diagnostics(

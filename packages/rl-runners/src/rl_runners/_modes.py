@@ -8,11 +8,10 @@ __all__ = ["AgentModes", "ModalAgent"]
 
 
 class ModalAgent(Protocol):
-    def sample_mode(self, itr: int) -> None: ...
+    """An agent with ``<mode>_mode(itr)`` for each mode it is switched to: ``train`` in every
+    runner, ``sample`` in the synchronous ones, ``eval`` by an evaluator."""
 
     def train_mode(self, itr: int) -> None: ...
-
-    def eval_mode(self, itr: int) -> None: ...
 
 
 class AgentModes:

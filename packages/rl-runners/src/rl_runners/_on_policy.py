@@ -227,8 +227,11 @@ class OnPolicyRunner(MinibatchRl):
             else:
                 self._resume_clock()
                 logger.log(f"Optimizing over {self.log_interval_itrs} iterations.")
+                assert self.progress is not None
                 self.progress.pbar = ProgBarCounter(self.log_interval_itrs)
-            stop = self.progress.next_itr + n
+            progress = self.progress
+            assert progress is not None  # (made at startup)
+            stop = progress.next_itr + n
             if stop > self.n_itr and not self._warned_past_n_itr:
                 self._warned_past_n_itr = True
                 logger.log(
@@ -238,8 +241,8 @@ class OnPolicyRunner(MinibatchRl):
                     "whole run to have them span it."
                 )
             self._iterate(stop)
-            if self.progress.next_itr > self.progress.last_log_next_itr:  # the last interval
-                itr = self.progress.next_itr - 1
+            if progress.next_itr > progress.last_log_next_itr:  # the last interval
+                itr = progress.next_itr - 1
                 logger.set_iteration(itr)
                 with logger.prefix(f"itr #{itr} "):
                     self._log_interval(itr)
@@ -248,6 +251,7 @@ class OnPolicyRunner(MinibatchRl):
     def _resume_clock(self) -> None:
         """Leave the time spent outside ``learn`` out of ``CumTime`` and the speeds."""
         if self._paused_at is not None:
+            assert self.progress is not None  # (made at startup, before any pause)
             idle = time.time() - self._paused_at
             self.progress.start_time += idle
             self.progress.last_time += idle

@@ -10,12 +10,13 @@ from typing import Any, Protocol
 
 from ._logger import logger
 from ._prog_bar import ProgBarCounter
+from ._protocols import AlgoProtocol, AsyncAlgoProtocol
 from ._values import traj_record
 
 __all__ = ["Progress", "TrajStats", "TrajWindow", "algo_batch_size"]
 
 
-def algo_batch_size(algo: Any, itr_batch_size: int) -> int:
+def algo_batch_size(algo: object, itr_batch_size: int) -> int:
     """Samples per update, for the replay ratio: the algorithm's ``batch_size``, else the
     sampler batch split into the algorithm's ``minibatches`` (1 when it has none)."""
     size = getattr(algo, "batch_size", None)
@@ -27,7 +28,9 @@ def algo_batch_size(algo: Any, itr_batch_size: int) -> int:
 class TrajStats(Protocol):
     """Where a row's trajectory statistics come from: ``TrajWindow`` or ``Evaluator``."""
 
-    window: Sequence[Any]  # the records a row without trajectory infos summarizes
+    @property
+    def window(self) -> Sequence[Any]:
+        """The records a row without trajectory infos summarizes."""
 
     def store(self, records: Sequence[dict[str, Any]], completed: int) -> None: ...
 
@@ -69,7 +72,13 @@ class Progress:
     """Counters of a run (iterations, steps, updates, trajectories, time) and its rows:
     rlpyt's columns, then the trajectory and OptInfo statistics (see the README)."""
 
-    def __init__(self, algo: Any, itr_batch_size: int, log_interval_itrs: int, trajs: TrajStats):
+    def __init__(
+        self,
+        algo: AlgoProtocol | AsyncAlgoProtocol,
+        itr_batch_size: int,
+        log_interval_itrs: int,
+        trajs: TrajStats,
+    ):
         self.algo, self.trajs = algo, trajs
         self.itr_batch_size, self.log_interval_itrs = itr_batch_size, log_interval_itrs
         self.opt_infos: dict[str, list[Any]] = {k: [] for k in algo.opt_info_fields}

@@ -1,15 +1,19 @@
 """What the runners call on the sampler, the agent and the algorithm.
 
-rl-runners imports none of rl-samplers, rl-agents or rl-algos: any object with these methods
-will do.  The protocols document the calls; ``missing_methods`` checks them at construction.
+rl-runners imports none of rl-samplers, rl-agents or rl-algos: any object with these members
+will do.  A protocol's members are what its runners need of every such object, which
+``missing_methods`` checks at construction; what they use only sometimes is in its docstring.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import torch
+
+from rl_arrays import BatchSpec
 
 __all__ = [
     "AgentProtocol",
@@ -19,25 +23,42 @@ __all__ = [
     "AsyncSamplerProtocol",
     "InferenceAgentProtocol",
     "SamplerProtocol",
+    "SharedReplay",
     "missing_methods",
+    "protocol_members",
 ]
 
 
 @runtime_checkable
+class AgentProtocol(Protocol):
+    """The learning agent (the sampler initializes it).  With an evaluator
+    (``MinibatchRlEval``, ...) also ``eval_mode(itr)``."""
+
+    def to_device(self, cuda_idx: int | None = None) -> None: ...
+
+    def sample_mode(self, itr: int) -> None: ...
+
+    def train_mode(self, itr: int) -> None: ...
+
+    def state_dict(self) -> Mapping[str, Any]: ...
+
+    def load_state_dict(self, state_dict: Mapping[str, Any]) -> object: ...
+
+
+@runtime_checkable
 class SamplerProtocol(Protocol):
-    """Collects ``[T, B]`` batches.  It may also have ``state_dict()`` and
-    ``load_state_dict(state)`` (an opaque picklable object: the environments' state), which
-    checkpoints save and a resumed run restores; and ``mid_batch_reset`` (or a
-    ``CollectorCls`` with it), told to the algorithm (default True)."""
+    """Collects ``[T, B]`` batches.  With an evaluator (``MinibatchRlEval``, ...) also
+    ``evaluate_agent(itr)``, returning the trajectory infos of an evaluation.  It may also
+    have ``state_dict()`` and ``load_state_dict(state)`` (an opaque picklable object: the
+    environments' state), which checkpoints save and a resumed run restores; and
+    ``mid_batch_reset`` (or a ``CollectorCls`` with it), told to the algorithm (default
+    True)."""
 
-    batch_spec: Any  # with .T, .B and .size
-
-    @property
-    def batch_size(self) -> int: ...
+    batch_spec: BatchSpec  # (or anything with .T, .B and .size)
 
     def initialize(
         self,
-        agent: Any,
+        agent: AgentProtocol,
         affinity: Mapping[str, Any] | None = None,
         seed: int | None = None,
         bootstrap_value: bool = False,
@@ -48,26 +69,7 @@ class SamplerProtocol(Protocol):
 
     def obtain_samples(self, itr: int) -> tuple[Any, Sequence[Any]]: ...
 
-    def evaluate_agent(self, itr: int) -> Sequence[Any]: ...
-
     def shutdown(self) -> None: ...
-
-
-@runtime_checkable
-class AgentProtocol(Protocol):
-    """The learning agent (the sampler initializes it)."""
-
-    def to_device(self, cuda_idx: int | None = None) -> None: ...
-
-    def sample_mode(self, itr: int) -> None: ...
-
-    def train_mode(self, itr: int) -> None: ...
-
-    def eval_mode(self, itr: int) -> None: ...
-
-    def state_dict(self) -> Mapping[str, Any]: ...
-
-    def load_state_dict(self, state_dict: Mapping[str, Any]) -> Any: ...
 
 
 @runtime_checkable
@@ -94,15 +96,16 @@ class AlgoProtocol(Protocol):
     numbers (one per gradient step), named in ``opt_info_fields``.  Optional attributes the
     runners read: ``discount`` (given to the trajectory infos), ``bootstrap_value``,
     ``update_counter`` (else updates are counted from the OptInfo), ``batch_size`` (samples
-    per update, for the replay ratio) and ``min_itr_learn``."""
+    per update, for the replay ratio) and ``min_itr_learn``; with ``checkpoint_replay``,
+    ``save_replay(path)`` and ``load_replay(path)``."""
 
     opt_info_fields: Sequence[str]
 
     def initialize(
         self,
-        agent: Any,
+        agent: AgentProtocol,
         n_itr: int,
-        batch_spec: Any,
+        batch_spec: BatchSpec,
         mid_batch_reset: bool = False,
         examples: Any = None,
         world_size: int = 1,
@@ -117,19 +120,36 @@ class AlgoProtocol(Protocol):
 
 
 @runtime_checkable
+class AsyncAgentProtocol(Protocol):
+    """The agent in ``AsyncRl``, trained in this process: ``send_shared_memory()`` publishes
+    the trained parameters to the sampler's process after each ``optimize_agent`` (where
+    the sampler switches its modes).  With an evaluator (``AsyncRlEval``) also
+    ``eval_mode(itr)``."""
+
+    def to_device(self, cuda_idx: int | None = None) -> None: ...
+
+    def train_mode(self, itr: int) -> None: ...
+
+    def state_dict(self) -> Mapping[str, Any]: ...
+
+    def send_shared_memory(self) -> None: ...
+
+
+@runtime_checkable
 class AsyncSamplerProtocol(Protocol):
     """What ``AsyncRl`` calls on an asynchronous sampler: ``async_initialize`` in the training
     process (initializes the agent on shared memory; returns the two halves of the double
     buffer and the examples), then, in the sampler's own process (the object is passed to
     it, so it must pickle under spawn), ``initialize(affinity)``, ``obtain_samples(itr,
     db_idx)`` (refreshes the agent's parameters, fills half ``db_idx``, returns the
-    trajectory infos completed), ``evaluate_agent(itr)`` (``AsyncRlEval``) and ``shutdown``."""
+    trajectory infos completed) and ``shutdown``; with an evaluator (``AsyncRlEval``) also
+    ``evaluate_agent(itr)``."""
 
-    batch_spec: Any
+    batch_spec: BatchSpec
 
     def async_initialize(
         self,
-        agent: Any,
+        agent: AsyncAgentProtocol,
         bootstrap_value: bool = False,
         traj_info_kwargs: Mapping[str, Any] | None = None,
         seed: int | None = None,
@@ -139,17 +159,14 @@ class AsyncSamplerProtocol(Protocol):
 
     def obtain_samples(self, itr: int, db_idx: int = 0) -> Sequence[Any]: ...
 
-    def evaluate_agent(self, itr: int) -> Sequence[Any]: ...
-
     def shutdown(self) -> None: ...
 
 
-@runtime_checkable
-class AsyncAgentProtocol(AgentProtocol, Protocol):
-    """The agent in ``AsyncRl``: also ``send_shared_memory()``, which publishes the trained
-    parameters to the sampler's process after each ``optimize_agent``."""
+class SharedReplay(Protocol):
+    """The replay buffer of an ``AsyncAlgoProtocol`` (on shared memory), as the memory
+    copier's process appends to it."""
 
-    def send_shared_memory(self) -> None: ...
+    def append_samples(self, samples: Any) -> object: ...
 
 
 @runtime_checkable
@@ -167,13 +184,13 @@ class AsyncAlgoProtocol(Protocol):
 
     def async_initialize(
         self,
-        agent: Any,
+        agent: AsyncAgentProtocol,
         sampler_n_itr: int,
-        batch_spec: Any,
+        batch_spec: BatchSpec,
         mid_batch_reset: bool,
         examples: Any,
         world_size: int = 1,
-    ) -> Any: ...
+    ) -> SharedReplay: ...
 
     def optim_initialize(self, rank: int = 0) -> None: ...
 
@@ -186,31 +203,20 @@ class AsyncAlgoProtocol(Protocol):
     def optim_state_dict(self) -> Mapping[str, Any]: ...
 
 
-_REQUIRED = {
-    "sampler": ("initialize", "obtain_samples", "shutdown", "batch_spec"),
-    "agent": ("to_device", "sample_mode", "train_mode", "state_dict", "load_state_dict"),
-    "algo": (
-        "initialize",
-        "optimize_agent",
-        "optim_state_dict",
-        "load_optim_state_dict",
-        "opt_info_fields",
-    ),
-    "async sampler": ("async_initialize", "initialize", "obtain_samples", "shutdown", "batch_spec"),
-    "async agent": ("to_device", "train_mode", "state_dict", "send_shared_memory"),
-    "async algo": (
-        "async_initialize",
-        "optim_initialize",
-        "samples_to_buffer",
-        "optimize_agent",
-        "optim_state_dict",
-        "opt_info_fields",
-        "replay_ratio",
-    ),
-}
+def protocol_members(protocol: type) -> list[str]:
+    """The public members ``protocol`` declares (methods, properties and annotated
+    attributes), through its protocol bases, in declaration order, bases' first: what
+    ``typing.get_protocol_members`` (Python 3.13) gives, less private and dunder names."""
+    names: dict[str, None] = {}
+    for cls in reversed(protocol.__mro__):
+        if Protocol in cls.__bases__:  # (a protocol class names Protocol among its bases)
+            for name in (*inspect.get_annotations(cls), *vars(cls)):
+                if not name.startswith("_"):
+                    names[name] = None
+    return list(names)
 
 
-def missing_methods(role: str, obj: Any, extra: Sequence[str] = ()) -> list[str]:
-    """The attributes that ``obj``, passed as ``role`` (sampler, agent, algo, or their async
-    forms), lacks."""
-    return [name for name in (*_REQUIRED[role], *extra) if not hasattr(obj, name)]
+def missing_methods(protocol: type, obj: object, extra: Sequence[type] = ()) -> list[str]:
+    """The members of ``protocol`` (and of the ``extra`` protocols) that ``obj`` lacks."""
+    names = [name for p in (protocol, *extra) for name in protocol_members(p)]
+    return [name for name in dict.fromkeys(names) if not hasattr(obj, name)]

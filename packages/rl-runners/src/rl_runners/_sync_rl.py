@@ -19,7 +19,10 @@ import sys
 import time
 import traceback
 from collections.abc import Mapping, Sequence
-from typing import Any
+from multiprocessing.process import BaseProcess
+from multiprocessing.queues import SimpleQueue
+from types import FrameType
+from typing import Any, TypeAlias
 
 import psutil
 import torch.distributed as dist
@@ -36,6 +39,8 @@ __all__ = ["SyncRl", "SyncRlEval", "SyncRlMixin", "find_port"]
 _TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 _MAX_TRACEBACK = 8000  # characters of a failed rank's traceback passed back to rank 0
 _FAILURE_WAIT_S = 5.0  # how long rank 0, failing, looks for another rank's failure as cause
+# What the local ranks tell rank 0: ("started" | "failed" | "finished", rank, traceback or "")
+_Messages: TypeAlias = "SimpleQueue[tuple[str, int, str]]"
 
 
 def find_port() -> int:
@@ -125,9 +130,12 @@ class SyncRl(MinibatchRl):
             self.seed = make_seed()
         port = find_port()
         ctx = mp.get_context(self.start_method)
-        messages = ctx.SimpleQueue()
+        messages: _Messages = ctx.SimpleQueue()
+        # (typeshed types get_context(str) as a BaseContext, without the Process class that
+        # the context of each start method has)
+        ProcessCls: type[BaseProcess] = ctx.Process  # type: ignore[attr-defined]
         workers = [
-            ctx.Process(target=_run_rank, args=(self, rank, port, messages), name=f"rank {rank}")
+            ProcessCls(target=_run_rank, args=(self, rank, port, messages), name=f"rank {rank}")
             for rank in range(1, self.world_size)
         ]
         failure = None
@@ -166,7 +174,9 @@ SyncRlMixin = SyncRl  # (the name of what SyncRl and SyncRlEval shared)
 
 
 # ------------------------------------------------------------------ helpers
-def _local_affinities(affinity: Any) -> list[dict[str, Any]]:
+def _local_affinities(
+    affinity: Sequence[Mapping[str, Any]] | Mapping[str, Any] | None,
+) -> list[dict[str, Any]]:
     if isinstance(affinity, Mapping) or affinity is None or isinstance(affinity, (str, bytes)):
         raise TypeError(
             "SyncRl's affinity is a list of affinity dicts, one per process (e.g. [{}, {}] "
@@ -178,7 +188,9 @@ def _local_affinities(affinity: Any) -> list[dict[str, Any]]:
     return [dict(a) for a in affinities]
 
 
-def _torchrun_affinity(affinity: Any, local_rank: int) -> dict[str, Any]:
+def _torchrun_affinity(
+    affinity: Sequence[Mapping[str, Any]] | Mapping[str, Any] | None, local_rank: int
+) -> dict[str, Any]:
     if affinity is None or isinstance(affinity, Mapping):
         return dict(affinity or {})
     affinities = list(affinity)
@@ -198,7 +210,7 @@ def _detach_logger(rank: int) -> None:
     logger.push_prefix(f"[rank {rank}] ")
 
 
-def _run_rank(runner: SyncRl, rank: int, port: int, messages: Any) -> None:
+def _run_rank(runner: SyncRl, rank: int, port: int, messages: _Messages) -> None:
     """A local rank's process.  Ctrl-C is left to rank 0, which stops this process with
     SIGTERM (raised here as SystemExit, so the sampler shuts down)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -206,7 +218,8 @@ def _run_rank(runner: SyncRl, rank: int, port: int, messages: Any) -> None:
     messages.put(("started", rank, ""))
     try:
         runner.group.rank = rank
-        runner.affinity = runner._affinities[rank]  # type: ignore[index]
+        assert runner._affinities is not None  # (a local job's rank)
+        runner.affinity = runner._affinities[rank]
         runner._join(f"tcp://127.0.0.1:{port}")
         runner._run(None)
     except BaseException:
@@ -219,18 +232,20 @@ def _run_rank(runner: SyncRl, rank: int, port: int, messages: Any) -> None:
     runner.group.leave(runner.agent)
 
 
-def _exit_on_sigterm(signum: int, frame: Any) -> None:
+def _exit_on_sigterm(signum: int, frame: FrameType | None) -> None:
     raise SystemExit(128 + signum)
 
 
-def _messages(messages: Any) -> list[tuple[str, int, str]]:
+def _messages(messages: _Messages) -> list[tuple[str, int, str]]:
     received = []
     while not messages.empty():
         received.append(messages.get())
     return received
 
 
-def _wait_until_started(workers: list[Any], messages: Any, timeout: float = 600) -> None:
+def _wait_until_started(
+    workers: list[BaseProcess], messages: _Messages, timeout: float = 600
+) -> None:
     """Wait until every local rank runs (an unpicklable runner or a failing import shows here,
     rather than as rank 0 waiting forever at the rendezvous)."""
     started: set[int] = set()
@@ -252,7 +267,9 @@ def _wait_until_started(workers: list[Any], messages: Any, timeout: float = 600)
         time.sleep(0.02)
 
 
-def _failed_rank(workers: list[Any], messages: Any, wait: float = _FAILURE_WAIT_S) -> str | None:
+def _failed_rank(
+    workers: list[BaseProcess], messages: _Messages, wait: float = _FAILURE_WAIT_S
+) -> str | None:
     """After rank 0 failed: the failure of another rank that caused it (its traceback, or
     how its process ended), or None when, within ``wait`` seconds, no other rank failed
     (rank 0's own error)."""
@@ -274,7 +291,7 @@ def _failed_rank(workers: list[Any], messages: Any, wait: float = _FAILURE_WAIT_
         mp.connection.wait([w.sentinel for w in workers], timeout=min(left, 0.1))
 
 
-def _failures(messages: Any) -> list[str]:
+def _failures(messages: _Messages) -> list[str]:
     """The failures reported in ``messages`` (read from it)."""
     return [
         f"rank {rank} failed:\n{text}"
@@ -283,7 +300,9 @@ def _failures(messages: Any) -> list[str]:
     ]
 
 
-def _join_workers(workers: list[Any], messages: Any, timeout: float = 60) -> str | None:
+def _join_workers(
+    workers: list[BaseProcess], messages: _Messages, timeout: float = 60
+) -> str | None:
     """After rank 0 finished: wait for the others; a failure of theirs, if any.  A rank that
     reported its work finished counts as finished, whatever its exit code."""
     deadline = time.monotonic() + timeout
@@ -308,7 +327,7 @@ def _join_workers(workers: list[Any], messages: Any, timeout: float = 60) -> str
     return None
 
 
-def _stop(workers: list[Any], grace: float = 5.0) -> None:
+def _stop(workers: list[BaseProcess], grace: float = 5.0) -> None:
     """End every local rank and whatever it started: SIGTERM, then SIGKILL on the rest."""
     workers = [worker for worker in workers if worker.pid is not None]  # (started ones)
     for worker in workers:
@@ -319,6 +338,7 @@ def _stop(workers: list[Any], grace: float = 5.0) -> None:
         worker.join(max(deadline - time.monotonic(), 0.0))
     for worker in workers:
         if worker.is_alive():
+            assert worker.pid is not None  # (a started one)
             _kill_tree(worker.pid)
             worker.join(5)
 

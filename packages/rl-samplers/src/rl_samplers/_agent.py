@@ -3,7 +3,12 @@ rl-agents (any object with these methods will do)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
+
+import torch
+
+from rl_arrays import EnvSpaces
 
 __all__ = ["AsyncSamplerAgent", "SamplerAgent"]
 
@@ -17,12 +22,16 @@ class SamplerAgent(Protocol):
     environments that worker steps (e.g. to take their per-environment epsilons)."""
 
     def initialize(
-        self, env_spaces: Any, share_memory: bool = False, global_B: int = 1, env_ranks: Any = None
+        self,
+        env_spaces: EnvSpaces,
+        share_memory: bool = False,
+        global_B: int = 1,
+        env_ranks: Sequence[int] | None = None,
     ) -> None: ...
 
     def step(self, observation: Any, prev_action: Any, prev_reward: Any) -> Any: ...
 
-    def value(self, observation: Any, prev_action: Any, prev_reward: Any) -> Any: ...
+    def value(self, observation: Any, prev_action: Any, prev_reward: Any) -> torch.Tensor: ...
 
     def reset(self) -> None: ...
 

@@ -13,8 +13,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from ._agent import AsyncSamplerAgent
+from ._base import BaseSampler
 from ._gpu import AlternatingSampler, GpuSampler, NoOverlapAlternatingSampler
-from ._parallel import CpuSampler
+from ._parallel import CpuSampler, ParallelSamplerBase
 from ._samples_buffer import build_samples_buffer
 from ._serial import SerialSampler
 from ._traj_info import TrajInfo, set_traj_info_kwargs
@@ -30,12 +32,18 @@ __all__ = [
 ]
 
 
-class AsyncSamplerMixin:
-    """The training-process half, and the double-buffered ``obtain_samples``."""
+class AsyncSamplerMixin(BaseSampler):
+    """The training-process half, and the double-buffered ``obtain_samples``.
+
+    The async samplers follow another protocol than the synchronous ones they extend
+    (``initialize(affinity)``, ``obtain_samples(itr, db_idx)`` returning only the
+    trajectory infos): hence the ``override`` ignores in this module."""
+
+    agent: AsyncSamplerAgent
 
     def async_initialize(
         self,
-        agent: Any,
+        agent: AsyncSamplerAgent,
         bootstrap_value: bool = False,
         traj_info_kwargs: dict[str, Any] | None = None,
         seed: int | None = None,
@@ -80,18 +88,22 @@ class AsyncSamplerMixin:
     def _refresh_agent(self) -> None:
         self.agent.recv_shared_memory()
 
-    def obtain_samples(self, itr: int, db_idx: int = 0) -> list[TrajInfo]:
+    def obtain_samples(  # type: ignore[override]  # async protocol (see the class)
+        self, itr: int, db_idx: int = 0
+    ) -> list[TrajInfo]:
         """Fill ``double_buffer[db_idx]``; return the trajectory infos completed."""
         if db_idx not in (0, 1):
             raise ValueError(f"db_idx must be 0 or 1 (a half of the double buffer), got {db_idx}")
         return self._collect(itr, db_idx)
 
 
-class AsyncParallelSamplerMixin(AsyncSamplerMixin):
+class AsyncParallelSamplerMixin(AsyncSamplerMixin, ParallelSamplerBase):
     """``initialize(affinity)`` for the samplers with worker processes: the workers are
     started from the sampler's process, and die with it."""
 
-    def initialize(self, affinity: dict[str, Any] | None = None) -> None:
+    def initialize(  # type: ignore[override]  # async protocol (see AsyncSamplerMixin)
+        self, affinity: dict[str, Any] | None = None
+    ) -> None:
         self._n_workers(affinity)
         affinity = self._take_agent(affinity)
         self._launch_workers(affinity, self.seed, 0, self.examples)
@@ -100,7 +112,9 @@ class AsyncParallelSamplerMixin(AsyncSamplerMixin):
 class AsyncSerialSampler(AsyncSamplerMixin, SerialSampler):
     """The serial sampler, in the sampler's process."""
 
-    def initialize(self, affinity: dict[str, Any] | None = None) -> None:
+    def initialize(  # type: ignore[override]  # async protocol (see AsyncSamplerMixin)
+        self, affinity: dict[str, Any] | None = None
+    ) -> None:
         self._take_agent(affinity)
         self._make_envs(self.seed, 0)
         self._start_collectors(self.seed, 0)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import difflib
 import functools
 import re
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -37,7 +38,7 @@ EnvInfo.__doc__ = (
 _INSTALL_HINT = "pip install rl-samplers[atari]"
 
 
-def _import_atari_deps() -> tuple[Any, Any]:
+def _import_atari_deps() -> tuple[ModuleType, ModuleType]:
     """``(ale_py, cv2)``, or an ImportError that says how to install them."""
     try:
         import ale_py
@@ -64,7 +65,7 @@ def _name_key(name: str) -> str:
     return re.sub(r"[^a-z0-9]", "", name.lower())
 
 
-def _is_supported(ale_py: Any, rom_id: str) -> bool:
+def _is_supported(ale_py: ModuleType, rom_id: str) -> bool:
     """Whether ALE can run the ROM.  ale-py ships a few ROMs it has no game logic for
     (combat, joust, maze_craze, warlords in 0.12: ALE issue #537), and loading one of those
     ends the whole process, so they are refused before."""
@@ -115,7 +116,7 @@ def _camel_name(rom_id: str) -> str:
     return "".join(part[:1].upper() + part[1:] for part in rom_id.split("_"))
 
 
-def _check_int(name: str, value: Any, minimum: int) -> int:
+def _check_int(name: str, value: object, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
         raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
     return int(value)
@@ -292,9 +293,9 @@ class AtariEnv(Env):
         ale, frames, frame_skip = self._ale, self._frames, self._frame_skip
         grab_from = frame_skip - 2  # grab the last two frames for the max
         game_over = False
-        reward = 0
+        score = 0  # the raw game reward of the step's frames
         for i in range(frame_skip):
-            reward += ale.act(ale_action)
+            score += ale.act(ale_action)
             if ale.game_over():
                 game_over = True
                 break
@@ -315,11 +316,8 @@ class AtariEnv(Env):
         done = traj_done or (life_lost and self._episodic_lives)
         self._continue_game = done and not traj_done
 
-        game_score = float(reward)
-        if self._clip_reward:
-            reward = float((reward > 0) - (reward < 0))
-        else:
-            reward = game_score
+        game_score = float(score)
+        reward = float((score > 0) - (score < 0)) if self._clip_reward else game_score
         return EnvStep(observation, reward, done, EnvInfo(game_score, traj_done, timeout))
 
     def close(self) -> None:

@@ -3,12 +3,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from rl_arrays import BatchSpec
 
+from ._agent import SamplerAgent
+from ._collectors import BaseCollector
+from ._env import Env
 from ._samples_buffer import build_samples_buffer, get_example_outputs
 from ._traj_info import TrajInfo, set_traj_info_kwargs
 
@@ -21,22 +25,25 @@ class BaseSampler:
     ``EnvCls(**env_kwargs)`` makes each environment (it must pickle, with its kwargs, for
     parallel samplers started with spawn or forkserver).  Evaluation runs ``eval_n_envs``
     environments for at most ``eval_max_steps`` steps in all, stopping early once
-    ``eval_max_trajectories`` episodes are complete.
+    ``eval_max_trajectories`` episodes are complete.  The arguments after ``batch_B`` are
+    keyword-only.
     """
 
     agent_in_workers = False  # whether worker processes run copies of the agent
+    agent: SamplerAgent
 
     def __init__(
         self,
-        EnvCls: Any,
+        EnvCls: Callable[..., Env],
         env_kwargs: dict[str, Any] | None,
         batch_T: int,
         batch_B: int,
-        CollectorCls: Any,
+        *,
+        CollectorCls: type[BaseCollector] | None,
         max_decorrelation_steps: int = 100,
         TrajInfoCls: type[TrajInfo] = TrajInfo,
         eval_n_envs: int = 0,
-        eval_CollectorCls: Any = None,
+        eval_CollectorCls: type | None = None,
         eval_env_kwargs: dict[str, Any] | None = None,
         eval_max_steps: int | None = None,
         eval_max_trajectories: int | None = None,
@@ -48,11 +55,14 @@ class BaseSampler:
             raise ValueError(f"max_decorrelation_steps must be >= 0, got {max_decorrelation_steps}")
         if eval_n_envs < 0:
             raise ValueError(f"eval_n_envs must be >= 0, got {eval_n_envs}")
-        if eval_n_envs > 0 and (eval_max_steps is None or eval_max_steps < eval_n_envs):
-            raise ValueError(
-                f"evaluation needs eval_max_steps >= eval_n_envs={eval_n_envs}, "
-                f"got {eval_max_steps}"
-            )
+        self.eval_max_T = 0  # steps per evaluation env
+        if eval_n_envs > 0:
+            if eval_max_steps is None or eval_max_steps < eval_n_envs:
+                raise ValueError(
+                    f"evaluation needs eval_max_steps >= eval_n_envs={eval_n_envs}, "
+                    f"got {eval_max_steps}"
+                )
+            self.eval_max_T = eval_max_steps // eval_n_envs
         if eval_max_trajectories is not None and eval_max_trajectories < 1:
             raise ValueError(f"eval_max_trajectories must be >= 1, got {eval_max_trajectories}")
         self.EnvCls, self.env_kwargs = EnvCls, dict(env_kwargs or {})
@@ -61,7 +71,6 @@ class BaseSampler:
         self.TrajInfoCls = TrajInfoCls
         self.eval_n_envs = int(eval_n_envs)
         self.eval_env_kwargs = dict(self.env_kwargs if eval_env_kwargs is None else eval_env_kwargs)
-        self.eval_max_T = eval_max_steps // eval_n_envs if eval_n_envs else 0
         self.eval_max_trajectories = eval_max_trajectories
 
     @property
@@ -78,7 +87,9 @@ class BaseSampler:
         children = self._seeds(seed, rank).spawn(offset + n)[offset:]
         return [int(c.generate_state(1)[0]) for c in children]
 
-    def _examples(self, agent: Any, traj_info_kwargs: dict[str, Any] | None) -> dict[str, Any]:
+    def _examples(
+        self, agent: SamplerAgent, traj_info_kwargs: dict[str, Any] | None
+    ) -> dict[str, Any]:
         """One example of every field, from one real step of a fresh environment."""
         self.traj_info_kwargs = dict(traj_info_kwargs or {})  # (for the workers, too)
         set_traj_info_kwargs(self.TrajInfoCls, self.traj_info_kwargs)
@@ -90,7 +101,7 @@ class BaseSampler:
 
     def _examples_and_buffer(
         self,
-        agent: Any,
+        agent: SamplerAgent,
         bootstrap_value: bool,
         traj_info_kwargs: dict[str, Any] | None,
         shared: bool,
@@ -104,14 +115,29 @@ class BaseSampler:
         self.buffers = [self.samples_np]
         return examples
 
-    def initialize(self, agent: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
+    def initialize(
+        self,
+        agent: SamplerAgent,
+        affinity: dict[str, Any] | None = None,
+        seed: int | None = None,
+        bootstrap_value: bool = False,
+        traj_info_kwargs: dict[str, Any] | None = None,
+        rank: int = 0,
+        world_size: int = 1,
+    ) -> dict[str, Any]:
+        """Make the environments, initialize the agent, allocate the batch; return one
+        example of every field (to size replay buffers)."""
         raise NotImplementedError
 
     def _refresh_agent(self) -> None:
         """Before each batch or evaluation: bring the parameters that act up to date."""
 
-    def obtain_samples(self, itr: int) -> tuple[Any, list[TrajInfo]]:
+    def obtain_samples(self, itr: int) -> tuple[Any, Sequence[TrajInfo]]:
         """One batch: ``(samples as torch tensors [T, B], completed trajectory infos)``."""
+        return self.samples_pyt, self._collect(itr, 0)
+
+    def _collect(self, itr: int, db_idx: int) -> list[TrajInfo]:
+        """Fill ``self.buffers[db_idx]``; return the trajectory infos completed."""
         raise NotImplementedError
 
     def evaluate_agent(self, itr: int) -> list[TrajInfo]:

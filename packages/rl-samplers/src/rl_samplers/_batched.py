@@ -12,7 +12,7 @@ privileged observation for the critic (``ActorCriticObservation``).  The README
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 import torch
@@ -30,10 +30,14 @@ from rl_arrays import (
     torchify_buffer,
 )
 
+from ._agent import SamplerAgent
 from ._base import BaseSampler
 from ._gym import GymSpaceWrapper
 from ._spaces import Composite, Space
 from ._traj_info import TrajInfo
+
+if TYPE_CHECKING:
+    from gymnasium.vector import VectorEnv
 
 __all__ = [
     "CRITIC_OBSERVATION",
@@ -92,7 +96,7 @@ class BatchEnv:
         """Release the environment's resources."""
 
 
-def _observation_space(env: Any) -> Space:
+def _observation_space(env: BatchEnv | _GymVectorAdapter) -> Space:
     """What the sampler records as the observation of ``env``: its observation space, or
     with a critic observation space the ``Composite`` of both (``ActorCriticObservation``)."""
     critic = getattr(env, "critic_observation_space", None)
@@ -101,7 +105,9 @@ def _observation_space(env: Any) -> Space:
     return Composite([env.observation_space, critic], ActorCriticObservation)
 
 
-def _with_critic(env: Any, observation: Any, extras: Any, call: str) -> Any:
+def _with_critic(
+    env: BatchEnv | _GymVectorAdapter, observation: Any, extras: object, call: str
+) -> Any:
     """``observation``, or ``ActorCriticObservation(observation, critic observation)`` when
     ``env`` has a critic observation space (the privileged part taken from ``extras``)."""
     if getattr(env, "critic_observation_space", None) is None:
@@ -116,7 +122,7 @@ def _with_critic(env: Any, observation: Any, extras: Any, call: str) -> Any:
     return ActorCriticObservation(actor=observation, critic=critic)
 
 
-def _env_reset(env: Any) -> Any:
+def _env_reset(env: BatchEnv | _GymVectorAdapter) -> Any:
     """``env.reset()``'s observation (as the sampler records it; see ``BatchEnv``)."""
     result = env.reset()
     if isinstance(result, tuple) and not is_namedarraytuple(result):
@@ -129,7 +135,9 @@ def _env_reset(env: Any) -> Any:
     return _with_critic(env, result, None, "reset()")
 
 
-def _env_step(env: Any, action: Any) -> tuple[Any, torch.Tensor, torch.Tensor, torch.Tensor]:
+def _env_step(
+    env: BatchEnv | _GymVectorAdapter, action: Any
+) -> tuple[Any, torch.Tensor, torch.Tensor, torch.Tensor]:
     """``env.step(action)`` as ``(observation, reward, terminated, truncated)``, the
     observation as the sampler records it (see ``BatchEnv``)."""
     result = env.step(action)
@@ -181,7 +189,7 @@ class _GymVectorAdapter:
 
     device = torch.device("cpu")
 
-    def __init__(self, env: Any):
+    def __init__(self, env: VectorEnv):
         from gymnasium.vector import AutoresetMode
 
         mode = env.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
@@ -200,7 +208,8 @@ class _GymVectorAdapter:
         self._seeds = seeds
 
     def reset(self) -> Any:
-        observation, _ = self.env.reset(seed=self._seeds)
+        # (Sync/AsyncVectorEnv take a seed per env; the base VectorEnv.reset says int only.)
+        observation, _ = self.env.reset(seed=self._seeds)  # type: ignore[arg-type]  # seed list ok
         self._seeds = None  # later episodes continue each env's random stream
         return torchify_buffer(self.observation_space.convert(observation))
 
@@ -245,15 +254,18 @@ def _np_where(mask: np.ndarray, a: Any, b: Any) -> Any:
     return np.where(mask.reshape(-1, *([1] * (np.ndim(a) - 1))), a, b)
 
 
-def _as_batch_env(env: Any, num_envs: int) -> Any:
+def _as_batch_env(made: object, num_envs: int) -> BatchEnv | _GymVectorAdapter:
     import gymnasium
 
-    if isinstance(env, gymnasium.vector.VectorEnv):
-        env = _GymVectorAdapter(env)
-    elif not isinstance(env, BatchEnv):
+    env: BatchEnv | _GymVectorAdapter
+    if isinstance(made, gymnasium.vector.VectorEnv):
+        env = _GymVectorAdapter(made)
+    elif isinstance(made, BatchEnv):
+        env = made
+    else:
         raise TypeError(
             f"BatchedSampler: make_env({num_envs}) must return a gymnasium VectorEnv or a "
-            f"BatchEnv, got {type(env).__name__}"
+            f"BatchEnv, got {type(made).__name__}"
         )
     if env.num_envs != num_envs:
         raise ValueError(f"BatchedSampler: make_env({num_envs}) made {env.num_envs} envs")
@@ -283,7 +295,13 @@ class BatchedSampler(BaseSampler):
         TrajInfoCls: type[TrajInfo] = TrajInfo,
     ):
         super().__init__(
-            make_env, None, batch_T, batch_B, None, max_decorrelation_steps, TrajInfoCls
+            make_env,
+            None,
+            batch_T,
+            batch_B,
+            CollectorCls=None,
+            max_decorrelation_steps=max_decorrelation_steps,
+            TrajInfoCls=TrajInfoCls,
         )
         for name in ("step", "terminate"):
             if getattr(TrajInfoCls, name) is not getattr(TrajInfo, name):
@@ -296,7 +314,7 @@ class BatchedSampler(BaseSampler):
 
     def initialize(
         self,
-        agent: Any,
+        agent: SamplerAgent,
         affinity: dict[str, Any] | None = None,
         seed: int | None = None,
         bootstrap_value: bool = False,
@@ -322,7 +340,7 @@ class BatchedSampler(BaseSampler):
         if hasattr(agent, "output_device"):  # actions and values stay on the env's device
             agent.output_device = self.device
         self._reset_done = getattr(agent, "reset_done", None)  # (else reset_one, one by one)
-        examples = self._examples(agent)
+        examples = self._batch_examples(agent)
         self._allocate(examples, bootstrap_value)
         env_seeds = self._env_seeds(seed, rank, B)
         if isinstance(self.env, _GymVectorAdapter):
@@ -356,7 +374,7 @@ class BatchedSampler(BaseSampler):
                 f"but critic_observation_space.shape is {tuple(space.shape)}"
             )
 
-    def _examples(self, agent: Any) -> dict[str, Any]:
+    def _batch_examples(self, agent: SamplerAgent) -> dict[str, Any]:
         """One real step of a one-env copy and of ``agent``: every field's shape and dtype
         (a copy, so the run's env keeps the stream its seeds give it)."""
         env = _as_batch_env(self.make_env(1), 1)
@@ -411,9 +429,8 @@ class BatchedSampler(BaseSampler):
         )
         self.samples_pyt = Samples(agent=agent_samples, env=env)
         # Per-episode running statistics (length, return, nonzero rewards, discounted return).
-        f64 = dict(dtype=torch.float64, device=self.device)
-        self._stats = torch.zeros(B, 4, **f64)
-        self._discount = torch.ones(B, **f64)
+        self._stats = torch.zeros(B, 4, dtype=torch.float64, device=self.device)
+        self._discount = torch.ones(B, dtype=torch.float64, device=self.device)
 
     def _start(self, rng: np.random.Generator) -> None:
         """Reset every env, then take the decorrelation steps (their episodes not reported)."""
@@ -529,7 +546,13 @@ class BatchTrajInfos(Sequence[TrajInfo]):
     def __len__(self) -> int:
         return int(self._positions().shape[0])
 
-    def __getitem__(self, index: Any) -> Any:
+    @overload
+    def __getitem__(self, index: int) -> TrajInfo: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[TrajInfo]: ...
+
+    def __getitem__(self, index: int | slice) -> TrajInfo | list[TrajInfo]:
         if isinstance(index, slice):
             chosen = range(len(self))[index]
             ends = self._positions()

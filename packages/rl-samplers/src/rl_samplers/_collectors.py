@@ -9,6 +9,7 @@ action and 0, exactly what replay buffers hand back for an episode's first step.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -16,6 +17,7 @@ import torch
 
 from rl_arrays import AgentInputs, EnvStep, numpify_buffer, torchify_buffer
 
+from ._agent import SamplerAgent
 from ._env import Env
 from ._traj_info import TrajInfo
 
@@ -87,10 +89,11 @@ def step_envs(
         if getattr(env_info, "traj_done", d):
             completed.append(traj_infos[b].terminate(o))
             traj_infos[b] = TrajInfoCls()
-        if d and waiting is None:
-            o = env.reset()
-        elif d:
-            waiting[b] = True
+        if d:
+            if waiting is None:
+                o = env.reset()
+            else:
+                waiting[b] = True
         out.observation[b], out.reward[b], out.done[b] = o, r, d
         if out.env_info is not None and env_info is not None:
             out.env_info[b] = env_info
@@ -98,7 +101,12 @@ def step_envs(
 
 
 def update_prev(
-    prev_action: Any, prev_reward: Any, action: Any, reward: Any, done: Any, null_action: Any
+    prev_action: Any,
+    prev_reward: np.ndarray,
+    action: Any,
+    reward: np.ndarray,
+    done: np.ndarray,
+    null_action: Any,
 ) -> None:
     """In place: the next step's previous action and reward are this step's, or the null
     action and 0 where ``done`` (the next step starts an episode, or is blank)."""
@@ -111,6 +119,8 @@ class BaseCollector:
     slice of the batch).  ``env_seeds`` make the start (decorrelation) reproducible."""
 
     mid_batch_reset = True  # False: a done env waits for the end of the batch to reset
+    # Wait-reset: the envs done earlier in this batch (reset by ``reset_if_needed``).
+    need_reset: np.ndarray | None = None
 
     def __init__(
         self,
@@ -119,7 +129,7 @@ class BaseCollector:
         samples_np: Any,
         batch_T: int,
         TrajInfoCls: type[TrajInfo],
-        agent: Any = None,
+        agent: SamplerAgent | None = None,
         env_seeds: list[int] | None = None,
     ):
         self.rank, self.envs, self.samples_np = rank, envs, samples_np
@@ -159,9 +169,10 @@ class CpuResetCollector(DecorrelatingStartCollector):
     """The agent acts for all of its envs in one call each step; a done env resets at once
     (``mid_batch_reset``) and the agent's state for it with ``reset_one``."""
 
+    agent: SamplerAgent  # (required: it acts for the envs)
+
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
-        # Wait-reset: the envs done earlier in this batch (reset by ``reset_if_needed``).
         self.need_reset = None if self.mid_batch_reset else np.zeros(len(self.envs), bool)
 
     def collect_batch(
@@ -201,7 +212,7 @@ class CpuResetCollector(DecorrelatingStartCollector):
             )
             update_prev(prev_action, prev_reward, action, row.reward, row.done, self.null_action)
             if self.mid_batch_reset:
-                for b in np.flatnonzero(row.done):
+                for b in np.flatnonzero(row.done).tolist():
                     self.agent.reset_one(idx=b)
         if "bootstrap_value" in agent_buf:
             with torch.no_grad():  # value() must not advance a recurrent agent's state
@@ -213,7 +224,7 @@ class CpuResetCollector(DecorrelatingStartCollector):
         if self.need_reset is None:
             return
         observation, prev_action, prev_reward = agent_inputs
-        for b in np.flatnonzero(self.need_reset):
+        for b in np.flatnonzero(self.need_reset).tolist():
             observation[b] = self.envs[b].reset()
             prev_action[b], prev_reward[b] = self.null_action, 0
             self.agent.reset_one(idx=b)
@@ -235,7 +246,7 @@ class SerialEvalCollector:
     def __init__(
         self,
         envs: list[Env],
-        agent: Any,
+        agent: SamplerAgent,
         TrajInfoCls: type[TrajInfo],
         max_T: int,
         max_trajectories: int | None = None,
@@ -244,7 +255,9 @@ class SerialEvalCollector:
         self.max_T, self.max_trajectories = max_T, max_trajectories
         self.null_action = envs[0].action_space.null_value()
 
-    def collect_evaluation(self, itr: int, stop: Any = None, report: Any = None) -> list[TrajInfo]:
+    def collect_evaluation(
+        self, itr: int, stop: Any = None, report: Callable[[TrajInfo], object] | None = None
+    ) -> list[TrajInfo]:
         """``stop``: a flag (``.value``) raised elsewhere once enough episodes are in;
         ``report``: called with each episode's info as it completes (parallel samplers)."""
         inputs, traj_infos = reset_envs(self.envs, self.TrajInfoCls, self.null_action)
@@ -262,7 +275,7 @@ class SerialEvalCollector:
                 self.envs, observation, action, agent_info, traj_infos, self.TrajInfoCls, out
             )
             update_prev(prev_action, prev_reward, action, out.reward, out.done, self.null_action)
-            for b in np.flatnonzero(out.done):
+            for b in np.flatnonzero(out.done).tolist():
                 self.agent.reset_one(idx=b)
             completed += ended
             if report is not None:

@@ -9,7 +9,7 @@ environment for a while and fails loudly on the first such violation instead.
 from __future__ import annotations
 
 import numbers
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -25,7 +25,7 @@ class EnvCheckError(AssertionError):
     """An environment broke the ``Env`` interface; the message says where and how."""
 
 
-def _fail(message: str) -> None:
+def _fail(message: str) -> NoReturn:
     raise EnvCheckError(message)
 
 
@@ -35,7 +35,8 @@ def _check_in_space(value: Any, space: Space, what: str) -> None:
     if names is not None:  # a Composite (or a wrapper of one)
         if getattr(value, "_fields", None) != tuple(names):
             _fail(f"{what} should be a namedtuple with fields {tuple(names)}, got {value!r}")
-        for name, sub, item in zip(names, space.spaces, value, strict=True):
+        subs: tuple[Space, ...] = getattr(space, "spaces", ())
+        for name, sub, item in zip(names, subs, value, strict=True):
             _check_in_space(item, sub, f"{what}.{name}")
         return
     array = np.asarray(value)
@@ -47,7 +48,7 @@ def _check_in_space(value: Any, space: Space, what: str) -> None:
         _fail(f"{what} is outside its space {space!r}: {value!r}")
 
 
-def _signature(value: Any) -> Any:
+def _signature(value: Any) -> tuple[Any, ...]:
     """The structure, shapes and dtypes of a (nested) namedtuple of arrays."""
     fields = getattr(value, "_fields", None)
     if isinstance(value, tuple) and fields is not None:
@@ -77,11 +78,11 @@ def _check_step(env: Env, env_step: Any, where: str) -> None:
     if (
         isinstance(reward, (bool, np.bool_))
         or not isinstance(reward, (numbers.Real, np.ndarray))
-        or np.ndim(reward) != 0
+        or np.asarray(reward).ndim != 0
         or np.asarray(reward).dtype.kind not in "iuf"
     ):
         _fail(f"{where}: reward must be a real scalar, got {type(reward).__name__} {reward!r}")
-    if not np.isfinite(reward):
+    if not np.isfinite(np.asarray(reward)):
         _fail(f"{where}: reward is not finite: {reward!r}")
     if not isinstance(done, (bool, np.bool_)):
         _fail(f"{where}: done must be a bool, got {type(done).__name__} {done!r}")
@@ -89,7 +90,7 @@ def _check_step(env: Env, env_step: Any, where: str) -> None:
         _fail(f"{where}: env_info must be a namedtuple, got {type(env_info).__name__}")
     if env.horizon is not None and "timeout" not in env_info._fields:
         _fail(f"{where}: env_info needs a 'timeout' field when horizon is set ({env.horizon})")
-    if "timeout" in env_info._fields and env_info.timeout and not done:
+    if getattr(env_info, "timeout", False) and not done:
         _fail(f"{where}: env_info.timeout is true but done is false")
 
 

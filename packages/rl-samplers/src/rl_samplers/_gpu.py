@@ -11,13 +11,24 @@ computes the next actions.
 from __future__ import annotations
 
 import queue
+from collections.abc import Callable, Iterable
+from multiprocessing.context import BaseContext
+from multiprocessing.synchronize import Semaphore
 from typing import Any
 
 import numpy as np
 import torch
 
-from rl_arrays import AttrDict, EnvStep, buffer_from_example, numpify_buffer, torchify_buffer
+from rl_arrays import (
+    AttrDict,
+    EnvSpaces,
+    EnvStep,
+    buffer_from_example,
+    numpify_buffer,
+    torchify_buffer,
+)
 
+from ._agent import SamplerAgent
 from ._collectors import BaseCollector, reset_envs, step_envs, update_prev
 from ._env import Env
 from ._parallel import ParallelSamplerBase
@@ -52,7 +63,14 @@ def _slice(step: AttrDict, start: int, stop: int) -> AttrDict:
 class GpuResetCollector(BaseCollector):
     """Worker side: step the envs with the server's actions, reset done ones at once."""
 
-    def __init__(self, *args: Any, step: AttrDict, act_ready: Any, obs_ready: Any, **kwargs: Any):
+    def __init__(
+        self,
+        *args: Any,
+        step: AttrDict,
+        act_ready: Semaphore,
+        obs_ready: Semaphore,
+        **kwargs: Any,
+    ):
         super().__init__(*args, **kwargs)
         self.step, self.act_ready, self.obs_ready = step, act_ready, obs_ready
 
@@ -108,18 +126,20 @@ class GpuEvalCollector:
     def __init__(
         self,
         envs: list[Env],
-        agent: Any,
+        agent: SamplerAgent | None,
         TrajInfoCls: type[TrajInfo],
         max_T: int,
         *,
         step: AttrDict,
-        act_ready: Any,
-        obs_ready: Any,
+        act_ready: Semaphore,
+        obs_ready: Semaphore,
     ):
         self.envs, self.TrajInfoCls, self.max_T = envs, TrajInfoCls, max_T
         self.step, self.act_ready, self.obs_ready = step, act_ready, obs_ready
 
-    def collect_evaluation(self, itr: int, stop: Any = None, report: Any = None) -> list[TrajInfo]:
+    def collect_evaluation(
+        self, itr: int, stop: Any = None, report: Callable[[TrajInfo], object] | None = None
+    ) -> list[TrajInfo]:
         step = self.step
         traj_infos = [self.TrajInfoCls() for _ in self.envs]
         for b, env in enumerate(self.envs):
@@ -152,26 +172,34 @@ class GpuSampler(ParallelSamplerBase):
     def __init__(
         self,
         *args: Any,
-        CollectorCls: Any = GpuResetCollector,
-        eval_CollectorCls: Any = GpuEvalCollector,
+        CollectorCls: type[BaseCollector] = GpuResetCollector,
+        eval_CollectorCls: type[GpuEvalCollector] = GpuEvalCollector,
         **kwargs: Any,
     ):
         super().__init__(
             *args, CollectorCls=CollectorCls, eval_CollectorCls=eval_CollectorCls, **kwargs
         )
 
-    def _initialize_agent(self, agent: Any, spaces: Any, global_B: int, env_ranks: Any) -> None:
+    def _initialize_agent(
+        self, agent: SamplerAgent, spaces: EnvSpaces, global_B: int, env_ranks: Iterable[int]
+    ) -> None:
         agent.initialize(spaces, share_memory=False, global_B=global_B, env_ranks=list(env_ranks))
 
-    def _launch_workers(self, *args: Any) -> None:
-        super()._launch_workers(*args)
+    def _launch_workers(
+        self, affinity: dict[str, Any] | None, seed: int | None, rank: int, examples: dict[str, Any]
+    ) -> None:
+        super()._launch_workers(affinity, seed, rank, examples)
         # The workers wrote their decorrelated start into the step buffer.
         self.prev_action = self.step.action.copy()
         self.prev_reward = self.step.reward.copy()
         self.agent.reset()
 
     def _prepare_workers(
-        self, ctx: Any, examples: dict[str, Any], splits: list[Any], eval_splits: list[Any]
+        self,
+        ctx: BaseContext,
+        examples: dict[str, Any],
+        splits: list[np.ndarray],
+        eval_splits: list[np.ndarray],
     ) -> None:
         self.step = _step_buffer(examples, self.batch_spec.B)
         self.eval_step = _step_buffer(examples, max(self.eval_n_envs, 1))
@@ -303,7 +331,8 @@ class GpuSampler(ParallelSamplerBase):
 
     def _drain(self) -> tuple[list[TrajInfo], int]:
         """What the workers reported so far: infos, and how many said they are done."""
-        infos, finished = [], 0
+        infos: list[TrajInfo] = []
+        finished = 0
         while True:
             try:
                 item = self.ctrl.results.get_nowait()
@@ -325,7 +354,11 @@ class AlternatingSampler(GpuSampler):
     overlap_groups = True
 
     def _prepare_workers(
-        self, ctx: Any, examples: dict[str, Any], splits: list[Any], eval_splits: list[Any]
+        self,
+        ctx: BaseContext,
+        examples: dict[str, Any],
+        splits: list[np.ndarray],
+        eval_splits: list[np.ndarray],
     ) -> None:
         if len(splits) < 2 or len(splits) % 2:
             raise ValueError(

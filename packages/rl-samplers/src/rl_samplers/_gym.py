@@ -13,11 +13,12 @@ from __future__ import annotations
 import keyword
 import re
 import warnings
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import Any, SupportsFloat
 
 import gymnasium
 import numpy as np
+import numpy.typing as npt
 from gymnasium import spaces as gym_spaces
 
 from rl_arrays import EnvStep, namedarraytuple
@@ -33,7 +34,7 @@ _RESERVED = frozenset({"get", "items"})
 _NUMERIC_KINDS = "biuf"
 
 
-def _field_names(keys: Any, taken: Any = ()) -> list[str]:
+def _field_names(keys: Iterable[object], taken: Iterable[str] = ()) -> list[str]:
     """Valid, distinct identifiers for ``keys``, deterministic in their order.
 
     Characters other than letters, digits and ``_`` become ``_`` ("ale.lives" ->
@@ -69,26 +70,32 @@ class GymSpaceWrapper(Space):
     """
 
     def __init__(
-        self, space: Any, null_value: Any = 0, name: str = "obs", force_float32: bool = True
+        self,
+        space: gym_spaces.Space[Any],
+        null_value: npt.ArrayLike = 0,
+        name: str = "obs",
+        force_float32: bool = True,
     ):
         super().__init__()
         self.gym_space = space
         self.name = name
         self.force_float32 = force_float32
-        self._keys: list[Any] | None = None  # dict keys of a Dict space, in field order
+        self._keys: list[str] | None = None  # dict keys of a Dict space, in field order
         self._children: list[GymSpaceWrapper] = []
         self.space: Space
         if isinstance(space, (gym_spaces.Dict, gym_spaces.Tuple)):
             self._init_composite(space, null_value)
         else:
-            self.space = self._leaf(space)
-            low, high = self.space.low, self.space.high
-            if isinstance(self.space, IntBox):
+            leaf = self.space = self._leaf(space)
+            low, high = leaf.low, leaf.high
+            if isinstance(leaf, IntBox):
                 high = high - 1  # IntBox's high is exclusive
-            self._null = np.clip(np.full(self.space.shape, null_value), low, high)
-            self._null = self._null.astype(self.space.dtype)
+            self._null = np.clip(np.full(leaf.shape, null_value), low, high)
+            self._null = self._null.astype(leaf.dtype)
 
-    def _init_composite(self, space: Any, null_value: Any) -> None:
+    def _init_composite(
+        self, space: gym_spaces.Dict | gym_spaces.Tuple, null_value: npt.ArrayLike
+    ) -> None:
         if isinstance(space, gym_spaces.Dict):
             self._keys = list(space.spaces)
             subs = list(space.spaces.values())
@@ -104,7 +111,7 @@ class GymSpaceWrapper(Space):
         self._nt_cls = namedarraytuple(typename, fields)
         self.space = Composite(self._children, self._nt_cls)
 
-    def _leaf(self, space: Any) -> Space:
+    def _leaf(self, space: gym_spaces.Space[Any]) -> FloatBox | IntBox:
         what = f"GymSpaceWrapper(name={self.name!r})"
         if isinstance(space, gym_spaces.Box):
             dtype = space.dtype
@@ -125,14 +132,14 @@ class GymSpaceWrapper(Space):
             start = int(space.start)
             return IntBox(start, start + int(space.n), dtype=space.dtype)
         if isinstance(space, gym_spaces.MultiDiscrete):
-            nvec, start = np.unique(space.nvec), np.unique(space.start)
-            if nvec.size != 1 or start.size != 1:
+            nvec, starts = np.unique(space.nvec), np.unique(space.start)
+            if nvec.size != 1 or starts.size != 1:
                 raise ValueError(
                     f"{what}: cannot wrap {space!r}: an IntBox needs the same number of "
                     "choices (and start) in every element, but nvec/start differ; split it "
                     "into a Tuple of Discrete spaces instead"
                 )
-            return IntBox(start[0], int(start[0] + nvec[0]), shape=space.shape, dtype=space.dtype)
+            return IntBox(starts[0], int(starts[0] + nvec[0]), shape=space.shape, dtype=space.dtype)
         if isinstance(space, gym_spaces.MultiBinary):
             return IntBox(0, 2, shape=space.shape, dtype=space.dtype)
         raise TypeError(
@@ -189,7 +196,7 @@ class GymSpaceWrapper(Space):
         return f"GymSpaceWrapper({self.space!r})"
 
 
-def _time_limit(env: Any) -> int | None:
+def _time_limit(env: gymnasium.Env[Any, Any]) -> int | None:
     """The tightest ``TimeLimit`` among ``env``'s wrappers.
 
     The wrapper chain is searched rather than ``env.spec.max_episode_steps``: an
@@ -215,11 +222,14 @@ class GymEnvWrapper(Env):
     episodes continue the same random stream.  The README ("Gymnasium") has the details.
     """
 
+    _observation_space: GymSpaceWrapper
+    _action_space: GymSpaceWrapper
+
     def __init__(
         self,
-        env: gymnasium.Env,
-        act_null_value: Any = 0,
-        obs_null_value: Any = 0,
+        env: gymnasium.Env[Any, Any],
+        act_null_value: npt.ArrayLike = 0,
+        obs_null_value: npt.ArrayLike = 0,
         force_float32: bool = True,
     ):
         self.env = env
@@ -281,7 +291,7 @@ class GymEnvWrapper(Env):
     def _env_info(self, info: Mapping[str, Any], timeout: bool) -> Any:
         if self._info_cls is None:
             self._build_info_type(info)
-        values = [timeout]
+        values: list[bool | np.ndarray] = [timeout]
         for key, example in self._info_examples.items():
             if key not in info:
                 values.append(np.zeros_like(example))
@@ -316,13 +326,13 @@ class EnvInfoWrapper(gymnasium.Wrapper):
     """Adds the keys of ``info_example`` (with its values) to every step's info dict
     that lacks them, so ``GymEnvWrapper`` sees them at the first step and keeps them."""
 
-    def __init__(self, env: gymnasium.Env, info_example: Mapping[str, Any]):
+    def __init__(self, env: gymnasium.Env[Any, Any], info_example: Mapping[str, Any]):
         super().__init__(env)
         if not isinstance(info_example, Mapping):
             raise TypeError(f"info_example must be a mapping, got {type(info_example).__name__}")
         self.info_example = dict(info_example)
 
-    def step(self, action: Any) -> Any:
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         observation, reward, terminated, truncated, info = self.env.step(action)
         info = dict(info)
         for key, value in self.info_example.items():

@@ -12,19 +12,27 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import queue
-from typing import Any
+from collections.abc import Iterable
+from multiprocessing.context import BaseContext
+from multiprocessing.process import BaseProcess
+from typing import Any, Literal
 
 import numpy as np
 import torch.multiprocessing  # noqa: F401  (registers the pickling of shared tensors)
 
+from rl_arrays import EnvSpaces
+
+from ._agent import SamplerAgent
 from ._base import BaseSampler
-from ._collectors import CpuResetCollector, SerialEvalCollector
+from ._collectors import BaseCollector, CpuResetCollector, SerialEvalCollector
 from ._traj_info import TrajInfo
 from ._worker import COLLECT, EVALUATE, QUIT, Control, sampling_process
 
 __all__ = ["CpuSampler", "ParallelSamplerBase"]
 
 WORKER_START_TIMEOUT = 300.0
+
+StartMethod = Literal["fork", "forkserver", "spawn"]
 
 
 def _env_slice(samples_np: Any, start: int, stop: int) -> Any:
@@ -44,18 +52,18 @@ class ParallelSamplerBase(BaseSampler):
 
     agent_in_workers = True
 
-    def __init__(self, *args: Any, start_method: str | None = None, **kwargs: Any):
+    def __init__(self, *args: Any, start_method: StartMethod | None = None, **kwargs: Any):
         super().__init__(*args, **kwargs)
         if start_method is not None and start_method not in mp.get_all_start_methods():
             raise ValueError(
                 f"start_method must be one of {mp.get_all_start_methods()}, got {start_method!r}"
             )
         self.start_method = start_method
-        self.workers: list[Any] = []
+        self.workers: list[BaseProcess] = []
 
     def initialize(
         self,
-        agent: Any,
+        agent: SamplerAgent,
         affinity: dict[str, Any] | None = None,
         seed: int | None = None,
         bootstrap_value: bool = False,
@@ -143,11 +151,17 @@ class ParallelSamplerBase(BaseSampler):
             self.workers.append(process)
         self._gather(WORKER_START_TIMEOUT)  # every worker made its envs
 
-    def _initialize_agent(self, agent: Any, spaces: Any, global_B: int, env_ranks: Any) -> None:
+    def _initialize_agent(
+        self, agent: SamplerAgent, spaces: EnvSpaces, global_B: int, env_ranks: Iterable[int]
+    ) -> None:
         agent.initialize(spaces, share_memory=True, global_B=global_B, env_ranks=list(env_ranks))
 
     def _prepare_workers(
-        self, ctx: Any, examples: dict[str, Any], splits: list[Any], eval_splits: list[Any]
+        self,
+        ctx: BaseContext,
+        examples: dict[str, Any],
+        splits: list[np.ndarray],
+        eval_splits: list[np.ndarray],
     ) -> None:
         """Hook: shared state the workers need beyond the batch (the GPU sampler's)."""
 
@@ -200,9 +214,6 @@ class ParallelSamplerBase(BaseSampler):
         """Make the latest parameters visible to the workers' agent copies."""
         self.agent.sync_shared_memory()
 
-    def obtain_samples(self, itr: int) -> tuple[Any, list[TrajInfo]]:
-        return self.samples_pyt, self._collect(itr, 0)
-
     def _collect(self, itr: int, db_idx: int) -> list[TrajInfo]:
         """Fill ``self.buffers[db_idx]``; return the trajectory infos completed."""
         self._refresh_agent()
@@ -240,8 +251,8 @@ class CpuSampler(ParallelSamplerBase):
     def __init__(
         self,
         *args: Any,
-        CollectorCls: Any = CpuResetCollector,
-        eval_CollectorCls: Any = SerialEvalCollector,
+        CollectorCls: type[BaseCollector] = CpuResetCollector,
+        eval_CollectorCls: type[SerialEvalCollector] = SerialEvalCollector,
         **kwargs: Any,
     ):
         super().__init__(

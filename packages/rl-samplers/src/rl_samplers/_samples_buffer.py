@@ -19,12 +19,13 @@ from rl_arrays import (
     torchify_buffer,
 )
 
+from ._agent import SamplerAgent
 from ._env import Env
 
 __all__ = ["build_samples_buffer", "get_example_outputs"]
 
 
-def get_example_outputs(agent: Any, env: Env) -> dict[str, Any]:
+def get_example_outputs(agent: SamplerAgent, env: Env) -> dict[str, Any]:
     """One step of ``env`` and ``agent``, to learn every field's shape and dtype."""
     observation = env.reset()
     action = env.action_space.null_value()

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._agent import SamplerAgent
 from ._base import BaseSampler
-from ._collectors import CpuResetCollector, SerialEvalCollector
+from ._collectors import BaseCollector, CpuResetCollector, SerialEvalCollector
+from ._traj_info import TrajInfo
 
 __all__ = ["SerialSampler"]
 
@@ -13,11 +15,14 @@ __all__ = ["SerialSampler"]
 class SerialSampler(BaseSampler):
     """Steps ``batch_B`` environments in this process with a CPU-style collector."""
 
+    CollectorCls: type[BaseCollector]
+    eval_CollectorCls: type[SerialEvalCollector]
+
     def __init__(
         self,
         *args: Any,
-        CollectorCls: Any = CpuResetCollector,
-        eval_CollectorCls: Any = SerialEvalCollector,
+        CollectorCls: type[BaseCollector] = CpuResetCollector,
+        eval_CollectorCls: type[SerialEvalCollector] = SerialEvalCollector,
         **kwargs: Any,
     ):
         super().__init__(
@@ -26,7 +31,7 @@ class SerialSampler(BaseSampler):
 
     def initialize(
         self,
-        agent: Any,
+        agent: SamplerAgent,
         affinity: dict[str, Any] | None = None,
         seed: int | None = None,
         bootstrap_value: bool = False,
@@ -82,10 +87,7 @@ class SerialSampler(BaseSampler):
                 self.eval_max_trajectories,
             )
 
-    def obtain_samples(self, itr: int) -> tuple[Any, list[Any]]:
-        return self.samples_pyt, self._collect(itr, 0)
-
-    def _collect(self, itr: int, db_idx: int) -> list[Any]:
+    def _collect(self, itr: int, db_idx: int) -> list[TrajInfo]:
         """Fill ``self.buffers[db_idx]``; return the trajectory infos completed."""
         self._refresh_agent()
         self.collector.samples_np = self.buffers[db_idx]
@@ -103,7 +105,7 @@ class SerialSampler(BaseSampler):
             envs=self.envs,
             eval_envs=getattr(self, "eval_envs", []),
             rngs=self.collector.rngs,
-            need_reset=getattr(self.collector, "need_reset", None),
+            need_reset=self.collector.need_reset,
             agent_inputs=self.agent_inputs,
             traj_infos=self.traj_infos,
         )
@@ -116,6 +118,12 @@ class SerialSampler(BaseSampler):
                 f"{len(state['eval_envs'])} evaluation ones; this sampler has {len(self.envs)} "
                 f"and {self.eval_n_envs}"
             )
+        need_reset = self.collector.need_reset
+        if state["need_reset"] is not None and need_reset is None:
+            raise ValueError(
+                "the saved state is of a wait-reset collector; this sampler's "
+                f"{type(self.collector).__name__} resets environments mid-batch"
+            )
         for env in self.envs + getattr(self, "eval_envs", []):
             env.close()
         # In place: the collectors hold these very lists.
@@ -123,11 +131,11 @@ class SerialSampler(BaseSampler):
         if self.eval_n_envs:
             self.eval_envs[:] = state["eval_envs"]
         self.collector.rngs[:] = state["rngs"]
-        if state["need_reset"] is not None:
-            self.collector.need_reset[:] = state["need_reset"]
+        if state["need_reset"] is not None and need_reset is not None:
+            need_reset[:] = state["need_reset"]
         self.agent_inputs, self.traj_infos = state["agent_inputs"], state["traj_infos"]
 
-    def evaluate_agent(self, itr: int) -> list[Any]:
+    def evaluate_agent(self, itr: int) -> list[TrajInfo]:
         if self.eval_n_envs == 0:
             raise RuntimeError("this sampler was made with eval_n_envs=0")
         self._refresh_agent()

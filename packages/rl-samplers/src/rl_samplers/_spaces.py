@@ -7,9 +7,11 @@ an episode's first step).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 __all__ = ["Composite", "FloatBox", "IntBox", "Space"]
 
@@ -18,7 +20,7 @@ class Space:
     """Common interface of observation and action spaces."""
 
     dtype: np.dtype
-    shape: Any
+    shape: tuple[Any, ...]  # ints; a Composite's is a namedtuple of its spaces' shapes
 
     def __init__(self) -> None:
         self.rng = np.random.default_rng()
@@ -35,18 +37,27 @@ class Space:
         """The element that stands for "nothing" (zero-like)."""
         raise NotImplementedError
 
+    def contains(self, x: Any) -> bool:
+        """Whether ``x`` is an element of the space."""
+        raise NotImplementedError
 
-def _shape(shape: Any) -> tuple[int, ...]:
+
+def _shape(shape: int | Iterable[int] | None) -> tuple[int, ...]:
     if shape is None:
         return ()
-    return (int(shape),) if np.isscalar(shape) else tuple(int(s) for s in shape)
+    return tuple(int(s) for s in shape) if isinstance(shape, Iterable) else (int(shape),)
 
 
 class IntBox(Space):
     """Integers in ``range(low, high)`` (high exclusive), for every element of ``shape``."""
 
     def __init__(
-        self, low: int, high: int, shape: Any = None, dtype: Any = "int32", null_value: Any = None
+        self,
+        low: int,
+        high: int,
+        shape: int | Iterable[int] | None = None,
+        dtype: npt.DTypeLike = "int32",
+        null_value: int | None = None,
     ):
         super().__init__()
         if not high > low:
@@ -84,24 +95,24 @@ class FloatBox(Space):
 
     def __init__(
         self,
-        low: Any,
-        high: Any,
-        shape: Any = None,
+        low: npt.ArrayLike,
+        high: npt.ArrayLike,
+        shape: int | Iterable[int] | None = None,
         null_value: float = 0.0,
-        dtype: Any = "float32",
+        dtype: npt.DTypeLike = "float32",
     ):
         super().__init__()
         self.dtype = np.dtype(dtype)
         if shape is None:
-            low, high = np.asarray(low, self.dtype), np.asarray(high, self.dtype)
-            if low.shape != high.shape:
-                raise ValueError(f"low {low.shape} and high {high.shape} shapes differ")
+            low_a, high_a = np.asarray(low, self.dtype), np.asarray(high, self.dtype)
+            if low_a.shape != high_a.shape:
+                raise ValueError(f"low {low_a.shape} and high {high_a.shape} shapes differ")
         else:
-            low = np.full(_shape(shape), low, self.dtype)
-            high = np.full(_shape(shape), high, self.dtype)
-        if np.any(low > high):
+            low_a = np.full(_shape(shape), low, self.dtype)
+            high_a = np.full(_shape(shape), high, self.dtype)
+        if np.any(low_a > high_a):
             raise ValueError("FloatBox needs low <= high everywhere")
-        self.low, self.high, self.shape = low, high, low.shape
+        self.low, self.high, self.shape = low_a, high_a, low_a.shape
         self._null = null_value
 
     @property
@@ -130,7 +141,7 @@ class FloatBox(Space):
 class Composite(Space):
     """Several spaces organised by a namedtuple class: samples are such namedtuples."""
 
-    def __init__(self, spaces: Any, NamedTupleCls: Any):
+    def __init__(self, spaces: Iterable[Space], NamedTupleCls: Any):
         super().__init__()
         self._spaces = tuple(spaces)
         if len(self._spaces) != len(NamedTupleCls._fields):
@@ -139,6 +150,7 @@ class Composite(Space):
                 f"{NamedTupleCls._fields}"
             )
         self._NamedTupleCls = NamedTupleCls
+        self.shape = NamedTupleCls(*(s.shape for s in self._spaces))
 
     def seed(self, seed: int | None) -> None:
         seeds = np.random.SeedSequence(seed).spawn(len(self._spaces))
@@ -153,10 +165,6 @@ class Composite(Space):
 
     def contains(self, x: Any) -> bool:
         return all(s.contains(v) for s, v in zip(self._spaces, x, strict=True))
-
-    @property
-    def shape(self) -> Any:
-        return self._NamedTupleCls(*(s.shape for s in self._spaces))
 
     @property
     def names(self) -> tuple[str, ...]:

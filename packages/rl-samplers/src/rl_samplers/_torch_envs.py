@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
+import numpy.typing as npt
 import torch
 
 from rl_arrays import normalize_device
@@ -34,11 +35,18 @@ class _TorchClassicEnv(BatchEnv):
     state_size: int
     # The entries of the full observation that each observation kind shows.
     observation_kinds: ClassVar[dict[str, tuple[int, ...]]]
+    max_episode_steps: int
+    dtype: torch.dtype
+    generator: torch.Generator
+    elapsed: torch.Tensor  # steps into each env's episode, [B] int64
+    observation_kind: str
+    critic_observation_kind: str | None
+    _columns: dict[str, torch.Tensor | None]
 
     def __init__(
         self,
         num_envs: int,
-        device: Any,
+        device: torch.device | str | int,
         max_episode_steps: int,
         seed: int | None,
         dtype: torch.dtype,
@@ -116,10 +124,10 @@ class _TorchClassicEnv(BatchEnv):
         return self._state
 
     @state.setter
-    def state(self, value: Any) -> None:
+    def state(self, value: torch.Tensor | npt.ArrayLike) -> None:
         self.state.copy_(torch.as_tensor(value))
 
-    def reset(self) -> Any:
+    def reset(self) -> torch.Tensor | tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Start every env's episode; return the observations ``[B, ...]`` (float32), and
         with a critic observation ``(observations, extras)``."""
         if self._reseed:
@@ -133,7 +141,7 @@ class _TorchClassicEnv(BatchEnv):
         observation, extras = self._observations(self._state)
         return observation if self.critic_observation_kind is None else (observation, extras)
 
-    def step(self, action: torch.Tensor) -> tuple[Any, ...]:
+    def step(self, action: torch.Tensor) -> tuple[torch.Tensor | dict[str, torch.Tensor], ...]:
         """One step of every env: ``(observation, reward, terminated, truncated)``, a done
         env's observation being its next episode's first; with a critic observation,
         ``extras`` (its ``"critic_observation"``, of the same states) comes fifth."""
@@ -194,7 +202,7 @@ class TorchCartPole(_TorchClassicEnv):
     def __init__(
         self,
         num_envs: int,
-        device: Any = "cpu",
+        device: torch.device | str | int = "cpu",
         max_episode_steps: int = 500,
         seed: int | None = None,
         dtype: torch.dtype = torch.float32,
@@ -258,7 +266,7 @@ class TorchPendulum(_TorchClassicEnv):
     def __init__(
         self,
         num_envs: int,
-        device: Any = "cpu",
+        device: torch.device | str | int = "cpu",
         max_episode_steps: int = 200,
         seed: int | None = None,
         dtype: torch.dtype = torch.float32,

@@ -51,7 +51,9 @@ class TrajInfo(AttrDict):
         return self
 
 
-def set_traj_info_kwargs(TrajInfoCls: type, traj_info_kwargs: dict[str, Any] | None) -> None:
+def set_traj_info_kwargs(
+    TrajInfoCls: type[TrajInfo], traj_info_kwargs: dict[str, Any] | None
+) -> None:
     """Give ``TrajInfoCls`` the class attributes ``_<key>`` (e.g. ``_discount``). Class
     attributes do not travel with a class to a spawned or forkserver process, which imports
     it afresh: each process that steps environments calls this itself."""

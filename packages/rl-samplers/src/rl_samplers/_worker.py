@@ -14,12 +14,15 @@ import os
 import signal
 import sys
 import traceback
+from collections.abc import Iterable
+from multiprocessing.context import BaseContext
 from typing import Any
 
 import numpy as np
 
 from rl_arrays import np_mp_array
 
+from ._env import Env
 from ._traj_info import set_traj_info_kwargs
 
 __all__ = ["Control", "initialize_worker", "sampling_process"]
@@ -31,7 +34,7 @@ COLLECT, EVALUATE, QUIT = 0, 1, 2
 class Control:
     """Shared between the main process and its workers (passed at process creation)."""
 
-    def __init__(self, ctx: Any, n_workers: int):
+    def __init__(self, ctx: BaseContext, n_workers: int):
         self.start = [ctx.Semaphore(0) for _ in range(n_workers)]
         self.results = ctx.Queue()
         self.errors = ctx.Queue()
@@ -57,7 +60,10 @@ def _exit_with(main_pid: int) -> None:
 
 
 def initialize_worker(
-    rank: int, seed: int | None = None, cpu: Any = None, torch_threads: int | None = None
+    rank: int,
+    seed: int | None = None,
+    cpu: int | Iterable[int] | None = None,
+    torch_threads: int | None = None,
 ) -> None:
     """Pin the worker to its cpus, seed torch, and limit torch's threads (many workers
     each running several threads would oversubscribe the machine)."""
@@ -75,8 +81,8 @@ def sampling_process(common: dict[str, Any], worker: dict[str, Any]) -> None:
     Any exception is sent to the main process with its traceback."""
     ctrl: Control = common["ctrl"]
     rank = worker["rank"]
-    envs: list[Any] = []
-    eval_envs: list[Any] = []
+    envs: list[Env] = []
+    eval_envs: list[Env] = []
     try:
         _exit_with(common["main_pid"])
         initialize_worker(rank, worker["seed"], worker["cpus"], worker["torch_threads"])

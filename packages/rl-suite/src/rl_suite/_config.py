@@ -104,7 +104,7 @@ _CARTPOLE_Q = {
 
 # The reference's Atari DQN configuration: 104x80 frames, 4 of them (stored frame by frame),
 # clipped rewards, episodic lives, 16 environments x 2 steps per iteration.
-_ATARI_DQN = {
+_ATARI_DQN: dict[str, Any] = {
     "env": "atari:pong",
     "steps": 50_000_000,
     "sampler": {

@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import multiprocessing as mp
 import time
+from multiprocessing.process import BaseProcess
 
 import numpy as np
 
@@ -70,8 +71,11 @@ def fill_samples(
     samples = buffer_from_example(_example(), (spec.T, spec.B), share_memory=True)
     bounds = np.linspace(0, spec.B, n_workers + 1).astype(int)
     ctx = mp.get_context(start_method)
+    # (typeshed types get_context(str) as a BaseContext, without the Process class that the
+    # context of each start method has)
+    ProcessCls: type[BaseProcess] = ctx.Process  # type: ignore[attr-defined]
     workers = [
-        ctx.Process(target=_worker, args=(samples, slice(lo, hi), rank), daemon=True)
+        ProcessCls(target=_worker, args=(samples, slice(lo, hi), rank), daemon=True)
         for rank, (lo, hi) in enumerate(itertools.pairwise(bounds))
     ]
     for w in workers:

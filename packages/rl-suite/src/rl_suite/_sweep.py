@@ -121,9 +121,9 @@ def _keys(spec: Any, known: tuple[str, ...], where: str) -> None:
 def _base_config(spec: dict[str, Any], where: str) -> dict[str, Any]:
     """What ``rl-suite train`` would run with the same preset, algo, env, steps and --set."""
     preset, algo, env = (_str(spec, key, where) for key in ("preset", "algo", "env"))
-    if preset is None and algo is None:
-        raise ValueError(f"{where}: give a 'preset' or an 'algo' (or both)")
     if preset is None:
+        if algo is None:
+            raise ValueError(f"{where}: give a 'preset' or an 'algo' (or both)")
         preset = default_preset(algo, env or "CartPole-v1")
     try:
         config = make_config(preset, algo=algo, env=env, steps=_int(spec, "steps", None, where))
@@ -210,6 +210,8 @@ def load_sweep(path: str | Path, log_dir: str | Path | None = None) -> Sweep:
             "choose another log_dir (or --log-dir)"
         )
     seeds = _int(spec, "seeds", 1, where)
+    if seeds is None:  # ("seeds": null)
+        raise ValueError(f"{where}: 'seeds' must be an int >= 1, got None")
     cpu_per_run = _int(spec, "cpu_per_run", 1, where)
     base = _base_config(spec, where)
     grid = spec.get("grid")

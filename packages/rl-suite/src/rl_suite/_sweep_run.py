@@ -52,7 +52,9 @@ def main(argv: list[str] | None = None) -> int:
         raise ValueError(f"expected one argument after the run ID, sweep.json; got {args.args}")
     base = json.loads(Path(args.args[0]).read_text(encoding="utf-8"))["base_config"]
     config = variant_config(base, load_variant(args.log_dir), seed=args.run_ID)
-    affinity = run_affinity(config, affinity_from_code(args.affinity_code))
+    slot = affinity_from_code(args.affinity_code)
+    assert isinstance(slot, dict)  # (a sweep's runs are of one process: see load_sweep)
+    affinity = run_affinity(config, slot)
     info_file = Path(args.log_dir).resolve() / f"run_{args.run_ID}" / RUN_INFO_FILE
     info = {
         "affinity_code": args.affinity_code,

@@ -283,7 +283,7 @@ def _process_affinities(affinity: dict[str, Any], processes: int) -> list[dict[s
     ]
 
 
-def build(config: dict[str, Any], affinity: dict[str, Any] | None = None) -> Any:
+def build(config: dict[str, Any], affinity: dict[str, Any] | None = None) -> MinibatchRl:
     """The runner (with its sampler, agent and algorithm) for ``config``, nothing started.
     ``affinity``: the runner's cpus, threads, workers and GPU, instead of the ones the
     configuration implies (a sweep run passes its run slot's)."""
@@ -320,18 +320,19 @@ def build(config: dict[str, Any], affinity: dict[str, Any] | None = None) -> Any
         if not evaluate:
             raise ValueError("runner.stop_return needs runner.evaluate=True")
         runner_kwargs["stop_return"] = runner_config["stop_return"]
+    runner_affinity: dict[str, Any] | list[dict[str, Any]] = affinity
     if asynchronous:
-        RunnerCls: type = AsyncRlEval if evaluate else AsyncRl
-        affinity = _async_affinity(affinity)  # type: ignore[assignment]
+        RunnerCls: type[MinibatchRl] = AsyncRlEval if evaluate else AsyncRl
+        runner_affinity = _async_affinity(affinity)
     elif _torchrun_rank() is not None:  # one process of torchrun's, one per GPU on GPUs
         RunnerCls = SyncRlEval if evaluate else SyncRl
         local_processes = int(os.environ.get("LOCAL_WORLD_SIZE", 1))
-        affinity = _process_affinities(affinity, local_processes)  # type: ignore[assignment]
+        runner_affinity = _process_affinities(affinity, local_processes)
     elif processes == 1:
         RunnerCls = MinibatchRlEval if evaluate else MinibatchRl
     else:
         RunnerCls = SyncRlEval if evaluate else SyncRl
-        affinity = _process_affinities(affinity, processes)  # type: ignore[assignment]
+        runner_affinity = _process_affinities(affinity, processes)
     return _construct(
         RunnerCls,
         "runner settings",
@@ -342,7 +343,7 @@ def build(config: dict[str, Any], affinity: dict[str, Any] | None = None) -> Any
             sampler=sampler,
             n_steps=config["steps"],
             seed=config["seed"],
-            affinity=affinity,
+            affinity=runner_affinity,
             log_interval_steps=runner_config["log_interval_steps"],
             checkpoint_replay=runner_config["checkpoint_replay"],
         ),
