@@ -553,6 +553,34 @@ def test_frame_buffer_stores_frames_once():
     assert algo.replay_buffer.samples_frames.shape[0] == algo.replay_buffer.T + 3
 
 
+@pytest.mark.parametrize(
+    "kwargs, shape, dtype, frames",
+    [
+        ({}, (4, 3, 3), np.uint8, True),  # stacked frames: once each, as rlpyt
+        ({}, (1, 3, 3), np.uint8, False),  # one frame: nothing to save
+        ({}, (2,), np.float32, False),  # vectors unaffected
+        ({"frame_buffer": False}, (4, 3, 3), np.uint8, False),  # an explicit choice wins
+        ({"bootstrap_timelimit": True}, (4, 3, 3), np.uint8, False),  # (no Tl frame buffer)
+    ],
+)
+def test_frame_buffer_by_default_for_stacked_frames(kwargs, shape, dtype, frames):
+    agent = QAgent(torch.nn.Sequential(torch.nn.Flatten(-len(shape)), torch.nn.LazyLinear(2)))
+    algo = initialized(
+        DQN(min_steps_learn=8, batch_size=4, **kwargs), agent, example=examples(shape, dtype)
+    )
+    assert algo.frame_buffer is frames
+    assert isinstance(algo.replay_buffer, UniformReplayFrameBuffer) is frames
+
+
+def test_a_replay_that_cannot_fit_is_refused_naming_replay_size(monkeypatch):
+    monkeypatch.setattr("rl_arrays._memory.available_memory", lambda: 10**6)
+    agent = QAgent(torch.nn.Sequential(torch.nn.Flatten(-3), torch.nn.Linear(4 * 3 * 3, 2)))
+    with pytest.raises(MemoryError, match=r"replay_size=100000 .* size <= \d+ would fit"):
+        initialized(
+            DQN(replay_size=1e5, frame_buffer=False), agent, example=examples((4, 3, 3), np.uint8)
+        )
+
+
 # ---------------------------------------------------------------- settings and errors
 
 

@@ -174,3 +174,19 @@ def test_buffer_round_trip(a, lead, share):
     if HAS_TORCH and a.dtype.kind in "biuf" and a.dtype.byteorder in "=|":
         back = numpify_buffer(torchify_buffer(buf))
         np.testing.assert_array_equal(back.a, buf.a)
+
+
+def test_check_memory_refuses_what_cannot_fit(monkeypatch):
+    from rl_arrays import available_memory, check_memory
+
+    assert available_memory() is None or available_memory() > 0
+    monkeypatch.setattr("rl_arrays._memory.available_memory", lambda: 3 << 30)
+    check_memory("replay_size", 1000, 3 << 20)  # 2.9 GiB: fits
+    with pytest.raises(MemoryError) as e:
+        check_memory("replay_size", 2000, 3 << 20, hint="try less")
+    assert str(e.value) == (
+        "replay_size=2000 needs 5.9 GiB (3,145,728 bytes each), but 3.0 GiB of memory is "
+        "available: replay_size <= 1024 would fit; try less"
+    )
+    monkeypatch.setattr("rl_arrays._memory.available_memory", lambda: None)
+    check_memory("replay_size", 10**12, 10**12)  # unknown: nothing is checked

@@ -206,6 +206,30 @@ def test_frames_are_stored_once():
     )
 
 
+def test_a_frame_buffer_refuses_observations_that_are_not_stacked_frames():
+    """Colour channels [3, H, W] look like 3 stacked frames; keeping only the last would lose
+    the other two, so the first append checks that consecutive steps share frames."""
+    world = World(B=2, n_frames=3, seed=1)
+    chunk = world.chunk(6)
+    buffer = UniformReplayFrameBuffer(world.example(), 64, 2)
+    rgb = np.random.default_rng(0).integers(0, 255, chunk.observation.shape, dtype=np.uint8)
+    with pytest.raises(ValueError, match=r"not stacked frames.*frame_based=False"):
+        buffer.append_samples(chunk._replace(observation=rgb))
+    buffer.append_samples(chunk)  # the world's real frame stacks
+
+
+def test_a_buffer_that_cannot_fit_is_refused_before_allocation(monkeypatch):
+    world = World(B=8, n_frames=4, seed=1)
+    monkeypatch.setattr("rl_arrays._memory.available_memory", lambda: 10**6)
+    with pytest.raises(MemoryError, match=r"size=80000 needs 3.4 MiB .* size <= \d+ would fit"):
+        UniformReplayBuffer(world.example(), 80_000, 8)
+    step = UniformReplayFrameBuffer(world.example(), 80, 8).samples_frames[0, 0].nbytes
+    fits = 10**6 // (step + 8 + 4 + 1)  # a frame, the action, reward and done of a step
+    UniformReplayFrameBuffer(world.example(), fits - fits % 8, 8)
+    with pytest.raises(MemoryError):
+        UniformReplayFrameBuffer(world.example(), fits + 8, 8)
+
+
 def test_prioritized_sampling_follows_priorities():
     """Transitions come back in proportion to priority ** alpha (chi-square, fixed seed)."""
     world = World(B=2, done_prob=0.0, seed=3)

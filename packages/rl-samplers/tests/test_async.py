@@ -14,6 +14,15 @@ from rl_samplers import (
     AsyncGpuSampler,
     AsyncNoOverlapAlternatingSampler,
     AsyncSerialSampler,
+    CpuResetCollector,
+    CpuWaitResetCollector,
+    DbCpuResetCollector,
+    DbCpuWaitResetCollector,
+    DbGpuResetCollector,
+    DbGpuWaitResetCollector,
+    GpuResetCollector,
+    GpuSampler,
+    GpuWaitResetCollector,
     SerialSampler,
 )
 
@@ -79,6 +88,31 @@ def test_double_buffered_batches_equal_serial_batches(sampler_cls, start_method)
     finally:
         run.finish()
     assert not mp.active_children()
+
+
+@pytest.mark.parametrize(
+    "sampler_cls, db_collector, sync_cls, collector",
+    [
+        (AsyncSerialSampler, DbCpuResetCollector, SerialSampler, CpuResetCollector),
+        (AsyncCpuSampler, DbCpuWaitResetCollector, SerialSampler, CpuWaitResetCollector),
+        (AsyncGpuSampler, DbGpuResetCollector, GpuSampler, GpuResetCollector),
+        (AsyncGpuSampler, DbGpuWaitResetCollector, GpuSampler, GpuWaitResetCollector),
+    ],
+)
+def test_rlpyt_double_buffer_collectors(sampler_cls, db_collector, sync_cls, collector):
+    """rlpyt's scripts name a double-buffer collector (rlpyt.samplers.async_.collectors); both
+    halves then hold the batches of the synchronous sampler with the matching collector."""
+    with sync_cls(CountingEnv, {}, **CONFIG, CollectorCls=collector) as sync:
+        sync.initialize(EchoAgent(), seed=3, bootstrap_value=True)
+        sampler = sampler_cls(CountingEnv, {}, **CONFIG, CollectorCls=db_collector)
+        run = SamplerProcess(sampler, "fork", 2, lock_step=False)
+        try:
+            for itr in range(2):
+                samples, _ = run.batch(itr)
+                assert_same(sync.obtain_samples(itr)[0], samples)
+                run.copied[itr].release()
+        finally:
+            run.finish()
 
 
 @pytest.mark.parametrize("sampler_cls", [AsyncSerialSampler, *PARALLEL])

@@ -274,3 +274,24 @@ def test_serial_sampler_state_resumes_exactly(collector_cls):
     smaller.initialize(EchoAgent())
     with pytest.raises(ValueError, match="saved state has 4 environments"):
         smaller.load_state_dict(first.state_dict())
+
+
+@pytest.mark.parametrize("sampler_cls", [SerialSampler, CpuSampler])
+def test_a_batch_that_cannot_fit_is_refused_before_any_worker_starts(sampler_cls, monkeypatch):
+    monkeypatch.setattr("rl_arrays._memory.available_memory", lambda: 100)
+    sampler = sampler_cls(CountingEnv, {}, **CONFIG)
+    with pytest.raises(MemoryError, match=r"batch_T\*batch_B=24 needs .* batch_T\*batch_B <= \d"):
+        sampler.initialize(EchoAgent(), seed=0)
+    assert not mp.active_children()
+
+
+def test_alternating_sampler_refuses_a_recurrent_agent_with_one_state():
+    """Its two groups take turns: one recurrent state for both would mix their episodes."""
+    agent = EchoAgent()
+    agent.recurrent = True
+    with (
+        AlternatingSampler(CountingEnv, {}, **CONFIG) as sampler,
+        pytest.raises(ValueError, match=r"Alternating\* agent"),
+    ):
+        sampler.initialize(agent, affinity={"workers_cpus": [0, 1]}, seed=0)
+    assert not mp.active_children()

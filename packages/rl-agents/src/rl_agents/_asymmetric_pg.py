@@ -18,6 +18,7 @@ import torch.nn.functional as F
 
 from rl_arrays import (
     EnvSpaces,
+    as_count,
     infer_leading_dims,
     namedarraytuple,
     restore_leading_dims,
@@ -163,11 +164,10 @@ class _AsymmetricModel(torch.nn.Module):
         _check_policy(policy, action_size)
         if not norm_obs_clip > 0:
             raise ValueError(f"norm_obs_clip must be positive, got {norm_obs_clip!r}")
-        for name, size in zip(("lstm_size", "critic_lstm_size"), lstm_sizes, strict=True):
-            if size is not None and (
-                isinstance(size, bool) or not isinstance(size, int) or size < 1
-            ):
-                raise ValueError(f"{name} must be a positive int, got {size!r}")
+        actor_lstm, critic_lstm = (  # 64.0 too
+            None if size is None else as_count(name, size, 1, expected="a positive int")
+            for name, size in zip(("lstm_size", "critic_lstm_size"), lstm_sizes, strict=True)
+        )
         self.policy, self.action_size = policy, action_size
         if normalize_critic_observation is None:
             normalize_critic_observation = normalize_observation
@@ -178,7 +178,7 @@ class _AsymmetricModel(torch.nn.Module):
             self.normalize_actor_observation or self.normalize_critic_observation
         )
         critic_hidden_sizes = hidden_sizes if critic_hidden_sizes is None else critic_hidden_sizes
-        extra = action_size + 1 if lstm_sizes[0] is not None else 0
+        extra = action_size + 1 if actor_lstm is not None else 0
         self.actor = _Branch(
             actor_observation_shape,
             hidden_sizes,
@@ -187,7 +187,7 @@ class _AsymmetricModel(torch.nn.Module):
             self.normalize_actor_observation,
             norm_obs_clip,
             norm_obs_var_clip,
-            lstm_size=lstm_sizes[0],
+            lstm_size=actor_lstm,
             lstm_extra_inputs=extra,
         )
         self.critic = _Branch(
@@ -198,7 +198,7 @@ class _AsymmetricModel(torch.nn.Module):
             self.normalize_critic_observation,
             norm_obs_clip,
             norm_obs_var_clip,
-            lstm_size=lstm_sizes[1],
+            lstm_size=critic_lstm,
             lstm_extra_inputs=extra,
         )
         if policy == "gaussian":

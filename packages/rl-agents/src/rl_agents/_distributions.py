@@ -15,7 +15,14 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from rl_arrays import from_onehot, namedarraytuple, select_at_indexes, to_onehot, valid_mean
+from rl_arrays import (
+    as_count,
+    from_onehot,
+    namedarraytuple,
+    select_at_indexes,
+    to_onehot,
+    valid_mean,
+)
 
 __all__ = [
     "Categorical",
@@ -45,9 +52,7 @@ _LOG_2PI = math.log(2 * math.pi)
 
 
 def _check_dim(dim: Any) -> int:
-    if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
-        raise ValueError(f"dim must be a positive integer, got {dim!r}")
-    return dim
+    return as_count("dim", dim, 1, expected="a positive integer")  # 4.0 too
 
 
 class Distribution:

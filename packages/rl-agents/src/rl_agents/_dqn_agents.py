@@ -6,14 +6,13 @@ and vector-observation settings. The interface the algorithms call is in the pac
 from __future__ import annotations
 
 import math
-import operator
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
-from rl_arrays import AgentStep, EnvSpaces, buffer_to, namedarraytuple
+from rl_arrays import AgentStep, EnvSpaces, as_count, buffer_to, namedarraytuple
 
 from ._base_agent import BaseAgent, ModelFactory
 from ._distributions import CategoricalEpsilonGreedy, EpsilonGreedy
@@ -69,11 +68,9 @@ def _probability(name: str, value: Any) -> float:
 
 
 def _check_itrs(itr_min: Any, itr_max: Any) -> tuple[int, int]:
-    try:
-        if isinstance(itr_min, bool) or isinstance(itr_max, bool):
-            raise TypeError
-        low, high = operator.index(itr_min), operator.index(itr_max)
-    except TypeError:
+    try:  # ints, or integral floats such as 5e3
+        low, high = as_count("itr_min", itr_min), as_count("itr_max", itr_max)
+    except ValueError:
         low, high = -1, -1
     if not 0 <= low <= high:
         raise ValueError(
@@ -328,8 +325,7 @@ class CatDqnAgent(DqnAgent):
         if n_atoms is not None and given is not None and n_atoms != given:
             raise ValueError(f"n_atoms={n_atoms} disagrees with model_kwargs n_atoms={given}")
         n_atoms = n_atoms if n_atoms is not None else given if given is not None else 51
-        if isinstance(n_atoms, bool) or not isinstance(n_atoms, int) or n_atoms < 2:
-            raise ValueError(f"n_atoms must be an int >= 2, got {n_atoms!r}")
+        n_atoms = as_count("n_atoms", n_atoms, 2, expected="an int >= 2")  # 51.0 too
         self.n_atoms = self.model_kwargs["n_atoms"] = n_atoms
         self.V_min, self.V_max = -10.0, 10.0
 

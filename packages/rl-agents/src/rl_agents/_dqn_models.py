@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from rl_arrays import infer_leading_dims, restore_leading_dims, to_onehot
+from rl_arrays import as_count, infer_leading_dims, restore_leading_dims, to_onehot
 
 from ._model_components import MlpModel
 from ._model_utils import lstm_dtype, scale_grad
@@ -155,8 +155,7 @@ def _q_head(
         if dueling:
             return DuelingHeadModel(input_size, hidden_sizes, output_size)
         return MlpModel(input_size, hidden_sizes, output_size)
-    if isinstance(n_atoms, bool) or not isinstance(n_atoms, int) or n_atoms < 2:
-        raise ValueError(f"n_atoms must be an int >= 2, got {n_atoms!r}")
+    n_atoms = as_count("n_atoms", n_atoms, 2, expected="an int >= 2")  # 51.0 too
     if dueling:
         return DistributionalDuelingHeadModel(input_size, hidden_sizes, output_size, n_atoms)
     return DistributionalHeadModel(input_size, hidden_sizes, output_size, n_atoms)

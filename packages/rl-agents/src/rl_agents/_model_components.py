@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import torch
 
-from rl_arrays import infer_leading_dims
+from rl_arrays import as_count, infer_leading_dims
 
 from ._model_utils import conv2d_output_shape
 
@@ -15,13 +15,17 @@ __all__ = ["Conv2dHeadModel", "Conv2dModel", "MlpModel", "RunningMeanStdModel"]
 
 
 def _sizes(name: str, sizes: int | Sequence[int] | None) -> list[int]:
-    """An int, a sequence of ints, or None (no layers) as a list of positive ints."""
+    """An int, a sequence of ints, or None (no layers) as a list of positive ints (integral
+    floats such as 64.0 taken as ints)."""
     if sizes is None:
         return []
-    values = [sizes] if isinstance(sizes, int) else list(sizes)
-    if any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in values):
-        raise ValueError(f"{name} must be a positive int or a list of them, got {sizes!r}")
-    return values
+    values = [sizes] if isinstance(sizes, (int, float)) else list(sizes)
+    try:
+        return [as_count(name, v, 1) for v in values]
+    except ValueError:
+        raise ValueError(
+            f"{name} must be a positive int or a list of them, got {sizes!r}"
+        ) from None
 
 
 class MlpModel(torch.nn.Module):

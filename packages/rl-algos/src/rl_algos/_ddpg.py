@@ -81,11 +81,11 @@ class DDPG(QpgAlgo[DdpgAgentLike]):
             bootstrap_timelimit=bootstrap_timelimit,
             ReplayBufferCls=ReplayBufferCls,
         )
-        check_count("policy_update_interval", policy_update_interval)
+        policy_update_interval = check_count("policy_update_interval", policy_update_interval)
         check_number("learning_rate", learning_rate, 0)
         check_number("q_learning_rate", q_learning_rate, 0)
         check_positive("q_target_clip", q_target_clip)
-        self.policy_update_interval = int(policy_update_interval)
+        self.policy_update_interval = policy_update_interval
         self.learning_rate = learning_rate
         self.q_learning_rate = q_learning_rate
         self.q_target_clip = q_target_clip

@@ -9,6 +9,7 @@ from collections import namedtuple
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import torch
 
 from rl_arrays import namedarraytuple, select_at_indexes
@@ -79,7 +80,8 @@ class DQN(ReplayAlgo[QAgentLike]):
     iteration ``min_itr_learn`` on, takes ``updates_per_optimize`` gradient steps on batches
     of ``batch_size`` transitions: Huber loss (``delta_clip``) against the n-step target of
     the target network (``double_dqn``: at the online net's argmax), importance-weighted and
-    reprioritised with ``prioritized_replay``. ``frame_buffer`` stores stacked frames once;
+    reprioritised with ``prioritized_replay``. ``frame_buffer`` stores stacked frames once (by
+    default when the observations are stacked frames, as rlpyt always did);
     ``bootstrap_timelimit`` leaves transitions cut by a time limit out of the loss. The
     asynchronous runner's entry points are those of ``ReplayAlgo``. Formulas, batching and
     defaults: the package README, "The Q-learners".
@@ -114,7 +116,7 @@ class DQN(ReplayAlgo[QAgentLike]):
         default_priority: float | None = None,
         ReplayBufferCls: Callable[..., BaseNStepReturnBuffer] | None = None,
         updates_per_sync: int = 1,
-        frame_buffer: bool = False,
+        frame_buffer: bool | None = None,
         bootstrap_timelimit: bool = False,
     ):
         if delta_clip is not None:
@@ -137,11 +139,11 @@ class DQN(ReplayAlgo[QAgentLike]):
             ReplayBufferCls=ReplayBufferCls,
         )
         check_number("learning_rate", learning_rate, 0)
-        check_count("eps_steps", eps_steps, 0)
+        eps_steps = check_count("eps_steps", eps_steps, 0)
         check_number("pri_alpha", pri_alpha, 0)
         check_number("pri_beta_init", pri_beta_init, 0)
         check_number("pri_beta_final", pri_beta_final, 0)
-        check_count("pri_beta_steps", pri_beta_steps)
+        pri_beta_steps = check_count("pri_beta_steps", pri_beta_steps)
         if default_priority is not None:
             check_positive("default_priority", default_priority)
         if frame_buffer and bootstrap_timelimit and ReplayBufferCls is None:
@@ -151,18 +153,18 @@ class DQN(ReplayAlgo[QAgentLike]):
             )
         self.delta_clip = delta_clip
         self.learning_rate = learning_rate
-        self.eps_steps = int(eps_steps)
+        self.eps_steps = eps_steps
         self.double_dqn = bool(double_dqn)
         self.prioritized_replay = bool(prioritized_replay)
         self.pri_alpha = pri_alpha
         self.pri_beta_init = pri_beta_init
         self.pri_beta_final = pri_beta_final
-        self.pri_beta_steps = int(pri_beta_steps)
+        self.pri_beta_steps = pri_beta_steps
         # New samples enter at the largest priority a clipped TD error can have (rlpyt).
         if default_priority is None:
             default_priority = 1.0 if delta_clip is None else delta_clip
         self.default_priority = default_priority
-        self.frame_buffer = bool(frame_buffer)
+        self.frame_buffer = None if frame_buffer is None else bool(frame_buffer)
         self.optimizer: torch.optim.Optimizer | None = None
         self.pri_beta = pri_beta_init if self.prioritized_replay else None
 
@@ -202,14 +204,24 @@ class DQN(ReplayAlgo[QAgentLike]):
             alpha=self.pri_alpha, beta=self.pri_beta_init, default_priority=self.default_priority
         )
 
-    def _default_replay_cls(self) -> type[BaseNStepReturnBuffer]:
+    def _stores_frames(self, example: Any) -> bool:
+        """``frame_buffer``, chosen when None: uint8 observations ``[n_frames, H, W]`` with
+        several frames (rlpyt's Atari DQN), unless time limits need their own buffer."""
+        if self.frame_buffer is None:
+            obs = np.asarray(example.observation)
+            stacked = obs.dtype == np.uint8 and obs.ndim == 3 and obs.shape[0] > 1
+            self.frame_buffer = stacked and not self.bootstrap_timelimit
+        return self.frame_buffer
+
+    def _default_replay_cls(self, example: Any) -> type[BaseNStepReturnBuffer]:
+        frames = self._stores_frames(example)
         if self.prioritized_replay:
-            if self.frame_buffer:
+            if frames:
                 return PrioritizedReplayFrameBuffer
             return (
                 TlPrioritizedReplayBuffer if self.bootstrap_timelimit else PrioritizedReplayBuffer
             )
-        if self.frame_buffer:
+        if frames:
             return UniformReplayFrameBuffer
         return TlUniformReplayBuffer if self.bootstrap_timelimit else UniformReplayBuffer
 

@@ -6,12 +6,12 @@ import copy
 import math
 from collections import namedtuple
 from collections.abc import Callable, Iterable
-from numbers import Integral, Real
+from numbers import Real
 from typing import Any
 
 import torch
 
-from rl_arrays import BatchSpec, buffer_method, buffer_to, torchify_buffer
+from rl_arrays import BatchSpec, as_count, buffer_method, buffer_to, torchify_buffer
 
 from ._protocols import PgAgentLike, PgDistributionLike
 from ._returns import (
@@ -43,10 +43,9 @@ def check_number(
 
 
 def check_count(name: str, value: Any, low: int = 1) -> int:
-    """``value`` as an int; a ValueError naming ``name`` unless it is an integer >= ``low``."""
-    if isinstance(value, bool) or not isinstance(value, Integral) or value < low:
-        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-    return int(value)
+    """``value`` as an int, from an int or an integral float such as 1e3 (rlpyt's way of
+    writing counts); a ValueError naming ``name`` unless it is an integer >= ``low``."""
+    return as_count(name, value, low)
 
 
 def clip_grad_norm(params: Iterable[torch.Tensor], max_norm: float | None) -> torch.Tensor:
@@ -156,14 +155,14 @@ class PolicyGradientAlgo:
                 f"agent must be callable and have {', '.join(_AGENT_MEMBERS)} "
                 f"(see rl_algos.PgAgentLike); missing: {', '.join(missing) or '__call__'}"
             )
-        check_count("n_itr", n_itr)
-        check_count("world_size", world_size)
-        check_count("rank", rank, 0)
+        n_itr = check_count("n_itr", n_itr)
+        world_size = check_count("world_size", world_size)
+        rank = check_count("rank", rank, 0)
         self.agent = agent
-        self.n_itr = int(n_itr)
+        self.n_itr = n_itr
         self.batch_spec = batch_spec
         self.mid_batch_reset = bool(mid_batch_reset)
-        self.world_size, self.rank = int(world_size), int(rank)
+        self.world_size, self.rank = world_size, rank
         if self.clip_grad_separately:
             gradient_groups = getattr(agent, "gradient_groups", None)
             if gradient_groups is None:

@@ -85,8 +85,8 @@ class PPO(PolicyGradientAlgo):
             normalize_advantage=normalize_advantage,
             clip_grad_separately=clip_grad_separately,
         )
-        check_count("minibatches", minibatches)
-        check_count("epochs", epochs)
+        minibatches = check_count("minibatches", minibatches)
+        epochs = check_count("epochs", epochs)
         check_number("ratio_clip", ratio_clip, 0)
         if desired_kl is not None:
             check_number("desired_kl", desired_kl, 0)
@@ -104,8 +104,8 @@ class PPO(PolicyGradientAlgo):
                 f"recurrent_minibatch must be one of {_RECURRENT_MINIBATCHES}, "
                 f"got {recurrent_minibatch!r}"
             )
-        self.minibatches = int(minibatches)
-        self.epochs = int(epochs)
+        self.minibatches = minibatches
+        self.epochs = epochs
         self.ratio_clip = ratio_clip  # the current value; annealed with the learning rate
         self._base_ratio_clip = ratio_clip
         self.linear_lr_schedule = bool(linear_lr_schedule)

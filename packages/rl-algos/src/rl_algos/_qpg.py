@@ -72,7 +72,7 @@ class QpgAlgo(ReplayAlgo[QpgAgentT]):
     def _tell_agent(self, agent: QpgAgentT) -> None:
         agent.give_min_itr_learn(self.min_itr_learn)
 
-    def _default_replay_cls(self) -> type[BaseNStepReturnBuffer]:
+    def _default_replay_cls(self, example: Any) -> type[BaseNStepReturnBuffer]:
         """A uniform replay buffer (time-limit form with ``bootstrap_timelimit``)."""
         return TlUniformReplayBuffer if self.bootstrap_timelimit else UniformReplayBuffer
 

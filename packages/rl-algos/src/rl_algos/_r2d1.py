@@ -125,17 +125,19 @@ class R2D1(DQN):
         value_scale_eps: float = 1e-3,
         ReplayBufferCls: Callable[..., BaseNStepReturnBuffer] | None = None,
         updates_per_sync: int = 1,
-        frame_buffer: bool = False,
+        frame_buffer: bool | None = None,
     ):
-        check_count("batch_T", batch_T)
-        check_count("batch_B", batch_B)
-        check_count("warmup_T", warmup_T, 0)
-        check_count("store_rnn_state_interval", store_rnn_state_interval, 0)
+        batch_T = check_count("batch_T", batch_T)
+        batch_B = check_count("batch_B", batch_B)
+        warmup_T = check_count("warmup_T", warmup_T, 0)
+        store_rnn_state_interval = check_count(
+            "store_rnn_state_interval", store_rnn_state_interval, 0
+        )
         check_number("pri_eta", pri_eta, 0, 1)
         check_number("value_scale_eps", value_scale_eps, 0)
         if input_priority_shift is None:
             input_priority_shift = warmup_T // max(store_rnn_state_interval, 1)
-        check_count("input_priority_shift", input_priority_shift, 0)
+        input_priority_shift = check_count("input_priority_shift", input_priority_shift, 0)
         if optim_kwargs is None and OptimCls in (torch.optim.Adam, torch.optim.AdamW):
             optim_kwargs = {"eps": 1e-3, "fused": True}  # rlpyt's epsilon for R2D1
         super().__init__(
@@ -165,15 +167,15 @@ class R2D1(DQN):
             updates_per_sync=updates_per_sync,
             frame_buffer=frame_buffer,
         )
-        self.batch_T = int(batch_T)
-        self.batch_B = int(batch_B)
-        self.warmup_T = int(warmup_T)
-        self.store_rnn_state_interval = int(store_rnn_state_interval)
+        self.batch_T = batch_T
+        self.batch_B = batch_B
+        self.warmup_T = warmup_T
+        self.store_rnn_state_interval = store_rnn_state_interval
         self.batch_size = (self.batch_T + self.warmup_T) * self.batch_B
         self.pri_eta = pri_eta
         # Input priorities go into a prioritized buffer only.
         self.input_priorities = bool(input_priorities) and self.prioritized_replay
-        self.input_priority_shift = int(input_priority_shift)
+        self.input_priority_shift = input_priority_shift
         self.value_scale_eps = value_scale_eps
 
     # ------------------------------------------------------------------ set-up
@@ -280,16 +282,13 @@ class R2D1(DQN):
             )
         return kwargs
 
-    def _default_replay_cls(self) -> type[BaseNStepReturnBuffer]:
+    def _default_replay_cls(self, example: Any) -> type[BaseNStepReturnBuffer]:
+        frames = self._stores_frames(example)
         if self.prioritized_replay:
-            return (
-                PrioritizedSequenceReplayFrameBuffer
-                if self.frame_buffer
-                else PrioritizedSequenceReplayBuffer
-            )
-        return (
-            UniformSequenceReplayFrameBuffer if self.frame_buffer else UniformSequenceReplayBuffer
-        )
+            if frames:
+                return PrioritizedSequenceReplayFrameBuffer
+            return PrioritizedSequenceReplayBuffer
+        return UniformSequenceReplayFrameBuffer if frames else UniformSequenceReplayBuffer
 
     def _steps_to_first_batch(self) -> int:
         """Steps per environment before ``batch_B`` whole sequences can start at stored states."""

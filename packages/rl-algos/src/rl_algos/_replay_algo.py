@@ -128,40 +128,40 @@ class ReplayAlgo(Generic[AgentT]):
         ReplayBufferCls: Callable[..., BaseNStepReturnBuffer] | None,
     ):
         check_number("discount", discount, 0, 1)
-        check_count("batch_size", batch_size)
-        check_count("min_steps_learn", min_steps_learn, 0)
-        check_count("replay_size", replay_size)
+        batch_size = check_count("batch_size", batch_size)
+        min_steps_learn = check_count("min_steps_learn", min_steps_learn, 0)
+        replay_size = check_count("replay_size", replay_size)
         check_positive("replay_ratio", replay_ratio)
         check_positive("target_update_tau", target_update_tau)
         check_number("target_update_tau", target_update_tau, 0, 1)
-        check_count("target_update_interval", target_update_interval)
-        check_count("n_step_return", n_step_return)
+        target_update_interval = check_count("target_update_interval", target_update_interval)
+        n_step_return = check_count("n_step_return", n_step_return)
         if not callable(OptimCls):
             raise ValueError(f"OptimCls must be an optimizer class, got {OptimCls!r}")
         if optim_kwargs is not None and not isinstance(optim_kwargs, dict):
             raise ValueError(f"optim_kwargs must be a dict or None, got {optim_kwargs!r}")
         if clip_grad_norm is not None:
             check_number("clip_grad_norm", clip_grad_norm, 0)
-        check_count("updates_per_sync", updates_per_sync)
+        updates_per_sync = check_count("updates_per_sync", updates_per_sync)
         if ReplayBufferCls is not None and not callable(ReplayBufferCls):
             raise ValueError(
                 f"ReplayBufferCls must be a replay buffer class, got {ReplayBufferCls!r}"
             )
         self.discount = discount
-        self.batch_size = int(batch_size)
-        self.min_steps_learn = int(min_steps_learn)
-        self.replay_size = int(replay_size)
+        self.batch_size = batch_size
+        self.min_steps_learn = min_steps_learn
+        self.replay_size = replay_size
         self.replay_ratio = replay_ratio
         self.target_update_tau = target_update_tau
-        self.target_update_interval = int(target_update_interval)
-        self.n_step_return = int(n_step_return)
+        self.target_update_interval = target_update_interval
+        self.n_step_return = n_step_return
         self.OptimCls = OptimCls
         if optim_kwargs is None and OptimCls in (torch.optim.Adam, torch.optim.AdamW):
             optim_kwargs = self._default_adam_kwargs()
         self.optim_kwargs = dict(optim_kwargs or {})
         self.initial_optim_state_dict = initial_optim_state_dict
         self.clip_grad_norm = clip_grad_norm
-        self.updates_per_sync = int(updates_per_sync)
+        self.updates_per_sync = updates_per_sync
         self.bootstrap_timelimit = bool(bootstrap_timelimit)
         self.ReplayBufferCls = ReplayBufferCls
         self.agent: AgentT | None = None
@@ -191,7 +191,7 @@ class ReplayAlgo(Generic[AgentT]):
         ``mid_batch_reset=False`` is accepted, but a wait-reset sampler's blank steps after a
         done are then replayed as terminal transitions with zero reward (as in rlpyt).
         """
-        check_count("rank", rank, 0)
+        rank = check_count("rank", rank, 0)
         self._setup(agent, n_itr, batch_spec, mid_batch_reset, examples, world_size, False)
         self.updates_per_optimize = max(
             1, round(self.replay_ratio * self.sampler_bs / self.batch_size)
@@ -227,8 +227,8 @@ class ReplayAlgo(Generic[AgentT]):
     ) -> None:
         """What both initializations do: checks, sizes, the agent's schedule, the replay."""
         self._check_agent(agent)
-        check_count("sampler_n_itr" if async_ else "n_itr", n_itr)
-        check_count("world_size", world_size)
+        n_itr = check_count("sampler_n_itr" if async_ else "n_itr", n_itr)
+        world_size = check_count("world_size", world_size)
         T = check_count("batch_spec.T", getattr(batch_spec, "T", None))
         B = check_count("batch_spec.B", getattr(batch_spec, "B", None))
         if examples is None:
@@ -236,10 +236,10 @@ class ReplayAlgo(Generic[AgentT]):
                 "examples is needed to build the replay buffer (the sampler returns it)"
             )
         self.agent = agent
-        self.n_itr = int(n_itr)
+        self.n_itr = n_itr
         self.batch_spec = batch_spec
         self.mid_batch_reset = bool(mid_batch_reset)
-        self.world_size = int(world_size)
+        self.world_size = world_size
         self.async_ = async_
         self.sampler_bs = T * B
         self.min_itr_learn = self.min_steps_learn // self.sampler_bs
@@ -257,9 +257,9 @@ class ReplayAlgo(Generic[AgentT]):
     def optim_initialize(self, rank: int = 0) -> None:
         """Build the optimizers (in the optimizer's process, for the asynchronous runner)
         and load ``initial_optim_state_dict`` when given."""
-        check_count("rank", rank, 0)
+        rank = check_count("rank", rank, 0)
         self._agent  # noqa: B018 (raises unless initialized)
-        self.rank = int(rank)
+        self.rank = rank
         self._make_optimizers()
         if self.initial_optim_state_dict is not None:
             self.load_optim_state_dict(self.initial_optim_state_dict)
@@ -285,8 +285,9 @@ class ReplayAlgo(Generic[AgentT]):
         """The replay buffer, sized ``replay_size`` over ``batch_spec.B`` environments, seeded
         from torch's generator (so a seeded run replays the same batches); with ``async_`` on
         shared memory (``ReplayBufferCls``, when given, must then make shared buffers)."""
+        example = numpify_buffer(self.examples_to_buffer(examples))
         kwargs: dict[str, Any] = dict(
-            example=numpify_buffer(self.examples_to_buffer(examples)),
+            example=example,
             size=self.replay_size,
             B=batch_spec.B,
             discount=self.discount,
@@ -296,10 +297,13 @@ class ReplayAlgo(Generic[AgentT]):
         )
         ReplayCls = self.ReplayBufferCls
         if ReplayCls is None:
-            ReplayCls = self._default_replay_cls()
+            ReplayCls = self._default_replay_cls(example)
             if async_:
                 kwargs["shared_memory"] = True
-        buffer = ReplayCls(**kwargs)
+        try:
+            buffer = ReplayCls(**kwargs)
+        except MemoryError as e:
+            raise MemoryError(f"replay_size={self.replay_size} does not fit: {e}") from None
         if async_ and not getattr(buffer, "shared_memory", False):
             name = getattr(ReplayCls, "__name__", repr(ReplayCls))
             raise ValueError(
@@ -312,7 +316,8 @@ class ReplayAlgo(Generic[AgentT]):
     def _replay_kwargs(self) -> dict[str, Any]:
         return {}
 
-    def _default_replay_cls(self) -> type[BaseNStepReturnBuffer]:
+    def _default_replay_cls(self, example: Any) -> type[BaseNStepReturnBuffer]:
+        """The buffer class for steps like ``example`` when no ``ReplayBufferCls`` is given."""
         raise NotImplementedError
 
     def _steps_to_first_batch(self) -> int:

@@ -45,6 +45,8 @@ from ._collections import (
     namedarraytuple_like,
 )
 from ._compress import compress_normalized_image, decompress_image
+from ._counts import as_count
+from ._memory import available_memory, check_memory
 from ._samples import (
     AgentInputs,
     AgentInputsRnn,
@@ -78,11 +80,14 @@ __all__ = [
     "NamedTuple",
     "NamedTupleSchema",
     "Samples",
+    "as_count",
+    "available_memory",
     "buffer_from_example",
     "buffer_func",
     "buffer_method",
     "buffer_to",
     "build_array",
+    "check_memory",
     "compress_normalized_image",
     "decompress_image",
     "empty",

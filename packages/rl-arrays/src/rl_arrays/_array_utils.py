@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, overload
 
 import numpy as np
 
+from ._counts import as_count
 from ._torch import is_tensor, require_torch
 
 if TYPE_CHECKING:
@@ -116,13 +117,12 @@ def to_onehot(indexes: ArrayLike, dim: int, dtype: Any = None) -> Array:
     dtype defaults to float32 (numpy) / torch.float32 (torch). numpy indexes outside [0, dim)
     raise ValueError; torch raises its own error (checking would force a GPU sync).
     """
-    if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim < 1:
-        raise ValueError(f"dim must be an integer >= 1, got {dim!r}")
+    dim = as_count("dim", dim, 1)
     if is_tensor(indexes):
         torch = require_torch("to_onehot")
         indexes = _index_like(indexes, indexes, "indexes")
         out = torch.zeros(
-            (*indexes.shape, int(dim)),
+            (*indexes.shape, dim),
             dtype=torch.float32 if dtype is None else dtype,
             device=indexes.device,
         )
@@ -132,7 +132,7 @@ def to_onehot(indexes: ArrayLike, dim: int, dtype: Any = None) -> Array:
         raise ValueError(
             f"indexes must lie in [0, {dim}), got values from {indexes.min()} to {indexes.max()}"
         )
-    out = np.zeros((*indexes.shape, int(dim)), dtype=np.float32 if dtype is None else dtype)
+    out = np.zeros((*indexes.shape, dim), dtype=np.float32 if dtype is None else dtype)
     np.put_along_axis(out, indexes[..., None], 1, axis=-1)
     return out
 
@@ -201,8 +201,7 @@ def infer_leading_dims(x: Array, dim: int) -> tuple[int, int, int, tuple[int, ..
     the number of leading dims (0, 1 or 2), T (1 unless two leading dims), B (1 if none) and the
     data shape after the leading dims.
     """
-    if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim < 0:
-        raise ValueError(f"dim must be an integer >= 0, got {dim!r}")
+    dim = as_count("dim", dim)
     shape = tuple(int(s) for s in x.shape)
     lead_dim = len(shape) - dim
     if lead_dim not in (0, 1, 2):
@@ -267,12 +266,8 @@ def iterate_mb_idxs(
     global random state is used, so a global ``np.random.seed`` makes it reproducible.
     Arguments are checked when called, not at the first ``next``.
     """
-    for name, value, low in (
-        ("data_length", data_length, 0),
-        ("minibatch_size", minibatch_size, 1),
-    ):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-            raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+    data_length = as_count("data_length", data_length)
+    minibatch_size = as_count("minibatch_size", minibatch_size, 1)
     if not shuffle:
         order = np.arange(data_length)
     elif rng is None:
@@ -295,8 +290,10 @@ def extract_sequences(
     if data.ndim < 2:
         raise ValueError(f"expected data with [T,B] leading dims, got shape {tuple(data.shape)}")
     T_total = int(data.shape[0])
-    if isinstance(T, bool) or not isinstance(T, (int, np.integer)) or not 1 <= T <= T_total:
-        raise ValueError(f"T must be an integer in [1, {T_total}] (the time dim), got {T!r}")
+    expected = f"an integer in [1, {T_total}] (the time dim)"
+    T = as_count("T", T, 1, expected=expected)
+    if T_total < T:
+        raise ValueError(f"T must be {expected}, got {T!r}")
     t_start = _index_like(T_idx, data, "T_idx")
     b_idx = _index_like(B_idx, data, "B_idx")
     if t_start.ndim != 1 or b_idx.shape != t_start.shape:
@@ -304,7 +301,7 @@ def extract_sequences(
             f"T_idx and B_idx must be 1-D of equal length, got shapes {tuple(t_start.shape)} "
             f"and {tuple(b_idx.shape)}"
         )
-    t_idx = (t_start.reshape(1, -1) + _arange(int(T), data).reshape(-1, 1)) % T_total
+    t_idx = (t_start.reshape(1, -1) + _arange(T, data).reshape(-1, 1)) % T_total
     return data[t_idx, b_idx.reshape(1, -1)]
 
 

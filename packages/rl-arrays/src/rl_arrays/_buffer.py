@@ -17,6 +17,7 @@ from ._collections import (
     namedarraytuple,
     namedarraytuple_like,
 )
+from ._counts import as_count
 from ._shared_memory import np_mp_array
 from ._torch import is_tensor, require_torch
 
@@ -62,10 +63,13 @@ def _leaves(buffer_: Any, path: str = "buffer") -> list[tuple[str, Any]]:
 
 
 def _as_leading_dims(leading_dims: int | Iterable[int]) -> tuple[int, ...]:
-    dims = (leading_dims,) if isinstance(leading_dims, (int, np.integer)) else tuple(leading_dims)
-    if any(not isinstance(d, (int, np.integer)) or d < 0 for d in dims):
-        raise ValueError(f"leading_dims must be non-negative integers, got {leading_dims!r}")
-    return tuple(int(d) for d in dims)
+    scalar = isinstance(leading_dims, (int, float, np.integer, np.floating))
+    dims = (leading_dims,) if scalar else tuple(leading_dims)  # type: ignore[arg-type]
+    try:
+        return tuple(as_count("leading_dims", d) for d in dims)  # 1e3 too, as in rlpyt
+    except ValueError:
+        msg = f"leading_dims must be non-negative integers, got {leading_dims!r}"
+        raise ValueError(msg) from None
 
 
 def build_array(

@@ -9,9 +9,9 @@ fields each environment or agent chooses.
 from __future__ import annotations
 
 from collections import namedtuple
-from numbers import Integral
 
 from ._collections import namedarraytuple
+from ._counts import as_count
 
 __all__ = [
     "AgentInputs",
@@ -71,10 +71,11 @@ class BatchSpec(namedtuple("BatchSpec", ["T", "B"])):
     __slots__ = ()
 
     def __new__(cls, T: int, B: int) -> BatchSpec:
-        for name, value in (("T", T), ("B", B)):
-            if not isinstance(value, Integral) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"BatchSpec: {name} must be a positive integer, got {value!r}")
-        return super().__new__(cls, int(T), int(B))
+        counts = [
+            as_count(f"BatchSpec: {n}", v, 1, expected="a positive integer")
+            for n, v in (("T", T), ("B", B))
+        ]
+        return super().__new__(cls, *counts)
 
     @property
     def size(self) -> int:

@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from ._counts import as_count
+
 if TYPE_CHECKING:
     from numpy.typing import DTypeLike
 
@@ -109,9 +111,12 @@ def np_mp_array(shape: int | tuple[int, ...], dtype: DTypeLike) -> np.ndarray:
     writes on either side are seen by the other.  Memory is freed when the last
     process drops its last reference.
     """
-    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    dims = (shape,) if isinstance(shape, (int, float, np.integer, np.floating)) else tuple(shape)
     dtype = np.dtype(dtype)
-    if any(not isinstance(n, (int, np.integer)) or n < 0 for n in shape):
-        raise ValueError(f"np_mp_array: shape must be non-negative integers, got {shape}")
+    try:
+        shape = tuple(as_count("shape", n) for n in dims)  # 1e3 too, as in rlpyt
+    except ValueError:
+        msg = f"np_mp_array: shape must be non-negative integers, got {dims}"
+        raise ValueError(msg) from None
     nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     return _rebuild_array(_Segment(nbytes), 0, shape, None, dtype)

@@ -10,9 +10,10 @@ that names a run slot into the dicts the samplers and runners read.
 
 from __future__ import annotations
 
+import numbers
 import os
 import re
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -228,26 +229,40 @@ class _Slot(NamedTuple):
     sampler: _Proc | None
 
 
-def _check_int(name: str, value: Any, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+def check_int(name: str, value: Any, minimum: int) -> int:
+    """``value`` as an int >= ``minimum``: an int, or an integral float such as ``8.0`` or
+    ``1e3`` (rlpyt's way of writing counts); the same test as ``rl_arrays.as_count``."""
+    count = None
+    if isinstance(value, bool):
+        pass
+    elif isinstance(value, numbers.Integral):
+        count = int(value)
+    elif isinstance(value, numbers.Real) and float(value).is_integer():  # not nan nor inf
+        count = int(float(value))
+    if count is None or count < minimum:
         raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
+    return count
+
+
+# The int fields of a spec and their least values.
+_INT_MINIMUMS = (
+    ("n_cpu_core", 1),
+    ("n_gpu", 0),
+    ("contexts_per_gpu", 1),
+    ("gpu_per_run", 1),
+    ("cpu_per_run", 0),
+    ("cpu_per_worker", 1),
+    ("cpu_reserved", 0),
+    ("hyperthread_offset", 0),
+    ("n_socket", 1),
+    ("sample_gpu_per_run", 0),
+)
 
 
 def _check_spec(s: _Spec) -> None:
     """Refuse arguments that contradict each other (before any layout is attempted)."""
-    for name, minimum in (
-        ("n_cpu_core", 1),
-        ("n_gpu", 0),
-        ("contexts_per_gpu", 1),
-        ("gpu_per_run", 1),
-        ("cpu_per_run", 0),
-        ("cpu_per_worker", 1),
-        ("cpu_reserved", 0),
-        ("hyperthread_offset", 0),
-        ("n_socket", 1),
-        ("sample_gpu_per_run", 0),
-    ):
-        _check_int(name, getattr(s, name), minimum)
+    for name, minimum in _INT_MINIMUMS:
+        check_int(name, getattr(s, name), minimum)
     for name in _BOOLS:
         if not isinstance(getattr(s, name), bool):
             raise ValueError(f"{name} must be a bool, got {getattr(s, name)!r}")
@@ -454,18 +469,18 @@ def slot_resources(code: str, run_slot: int) -> tuple[list[int], list[int]]:
     """The logical cpus and the GPUs of one run slot (what the launcher pins and checks)."""
     spec, _ = decode_code(code)
     slots = slot_layout(spec)
-    _check_run_slot(run_slot, len(slots))
-    slot = slots[run_slot]
+    slot = slots[_check_run_slot(run_slot, len(slots))]
     processes = [*slot.processes, *([slot.sampler] if slot.sampler else [])]
     cpus = sorted({cpu for p in processes for cpu in _threads(spec, p.cores)})
     gpus = sorted({p.cuda_idx for p in processes if p.cuda_idx is not None})
     return cpus, gpus
 
 
-def _check_run_slot(run_slot: Any, n_slots: int) -> None:
-    _check_int("run_slot", run_slot, 0)
+def _check_run_slot(run_slot: Any, n_slots: int) -> int:
+    run_slot = check_int("run_slot", run_slot, 0)
     if run_slot >= n_slots:
         raise ValueError(f"run_slot={run_slot} is out of range: there are {n_slots} run slots")
+    return run_slot
 
 
 def check_slot_on_machine(code: str, run_slot: int) -> None:
@@ -518,6 +533,8 @@ def encode_affinity(
     twice that with ``alternating``.  ``run_slot`` names one run's share (the launcher adds it);
     leave it None for ``run_experiments``.  Impossible requests raise ValueError.
     """
+    if n_cpu_core is not None:
+        n_cpu_core = check_int("n_cpu_core", n_cpu_core, 1)  # (8.0 too, before it is used)
     if n_cpu_core is None or hyperthread_offset is None or n_socket is None:
         machine = detect_hardware()
         if n_cpu_core is None:
@@ -549,9 +566,12 @@ def encode_affinity(
         alternating=alternating,
         set_affinity=set_affinity,
     )
+    # Ints from integral floats such as 8.0 (rlpyt's scripts write counts as floats).
+    counts: dict[str, Any] = {n: check_int(n, getattr(spec, n), low) for n, low in _INT_MINIMUMS}
+    spec = replace(spec, **counts)
     slots = slot_layout(spec)
     if run_slot is not None:
-        _check_run_slot(run_slot, len(slots))
+        run_slot = _check_run_slot(run_slot, len(slots))
     return _encode(spec, run_slot)
 
 

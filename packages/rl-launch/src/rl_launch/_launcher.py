@@ -24,7 +24,13 @@ from typing import Any, NamedTuple
 
 import psutil
 
-from ._affinity import check_slot_on_machine, decode_code, slot_layout, slot_resources
+from ._affinity import (
+    check_int,
+    check_slot_on_machine,
+    decode_code,
+    slot_layout,
+    slot_resources,
+)
 from ._files import write_text_atomic
 from ._variant import save_variant
 
@@ -154,6 +160,7 @@ def launch_experiment(
     ``log_dir/run_<run_ID>/stdout.log`` and ``stderr.log``, and pins it to the cpus of
     ``run_slot`` (unless the code says ``set_affinity=False``, or the platform cannot pin).
     """
+    run_slot = check_int("run_slot", run_slot, 0)
     slot_code = _with_slot(affinity_code, run_slot)
     cpus, _ = slot_resources(affinity_code, run_slot)
     spec, _ = decode_code(affinity_code)
@@ -311,10 +318,7 @@ def run_experiments(
     _check_relative(experiment_title, "experiment_title")
     if "/" in experiment_title or os.sep in experiment_title:
         raise ValueError(f"experiment_title must be one directory name, got {experiment_title!r}")
-    if isinstance(runs_per_setting, bool) or not isinstance(runs_per_setting, int):
-        raise ValueError(f"runs_per_setting must be an int >= 1, got {runs_per_setting!r}")
-    if runs_per_setting < 1:
-        raise ValueError(f"runs_per_setting must be an int >= 1, got {runs_per_setting!r}")
+    runs_per_setting = check_int("runs_per_setting", runs_per_setting, 1)  # 3.0 too
     variants, log_dirs = list(variants), list(log_dirs)
     if not variants or len(variants) != len(log_dirs):
         raise ValueError(

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from rl_arrays import AgentInputs, buffer_from_example, np_mp_array
+from rl_arrays import AgentInputs, as_count, buffer_from_example, check_memory, np_mp_array
 
 from ._n_step import discount_return_n_step
 from ._prioritized import Prioritizer
@@ -65,6 +65,20 @@ def flatten_arrays(prefix: str, buffer_: Any) -> dict[str, np.ndarray]:
             flat.update(flatten_arrays(f"{prefix}.{name}", item))
         return flat
     return {prefix: buffer_}
+
+
+def _check_frame_stacks(observation: np.ndarray, done: np.ndarray) -> None:
+    """A frame buffer keeps only the newest frame of each observation: refuse ``[T, B,
+    n_frames, ...]`` observations that are not a sliding window over one stream of frames
+    (colour channels, say), where consecutive steps of an episode share ``n_frames - 1``."""
+    continuing = ~np.asarray(done[:-1], bool)
+    if not np.array_equal(observation[1:, :, :-1][continuing], observation[:-1, :, 1:][continuing]):
+        raise ValueError(
+            f"a frame buffer stores only the newest of each observation's frames, but these "
+            f"observations (shape {np.shape(observation)[2:]}) are not stacked frames: "
+            "consecutive steps do not share their other frames. Store whole observations "
+            "(frame_based=False; DQN's frame_buffer=False)"
+        )
 
 
 class BaseNStepReturnBuffer(BaseReplayBuffer):
@@ -125,9 +139,10 @@ class BaseNStepReturnBuffer(BaseReplayBuffer):
                 f"({cls.__name__} has prioritized=False)"
             )
         self._check_options()
-        for name, value in (("size", size), ("B", B), ("n_step_return", n_step_return)):
-            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        size, B, n_step_return = (  # 1e6 too, as rlpyt's scripts write replay_size
+            as_count(name, value, 1, expected="a positive integer")
+            for name, value in (("size", size), ("B", B), ("n_step_return", n_step_return))
+        )
         if not 0 <= discount <= 1:
             raise ValueError(f"discount must be in [0, 1], got {discount}")
         fields = getattr(example, "_fields", None)
@@ -153,18 +168,20 @@ class BaseNStepReturnBuffer(BaseReplayBuffer):
                 )
             self.n_frames = frame_shape[0]
             stored = stored._replace(observation=None)
-            # Frames of slot t's observation live at samples_frames[t : t + n_frames]; the
-            # first n_frames - 1 rows repeat the last ones, so wrapped histories are contiguous.
-            self.samples_frames = self._allocate(
-                np.asarray(example.observation)[0], self.T + self.n_frames - 1
-            )
-            self.samples_new_frames = self.samples_frames[self.n_frames - 1 :]
         self.off_forward = max(1, self.n_frames - 1)
         if self.off_forward + self.n_step_return >= self.T:
             raise ValueError(
                 f"size {size} gives {self.T} time steps per environment, too few for "
                 f"n_step_return={self.n_step_return} and {self.n_frames} frames"
             )
+        self._check_memory(stored)
+        if self.frame_based:
+            # Frames of slot t's observation live at samples_frames[t : t + n_frames]; the
+            # first n_frames - 1 rows repeat the last ones, so wrapped histories are contiguous.
+            self.samples_frames = self._allocate(
+                np.asarray(example.observation)[0], self.T + self.n_frames - 1
+            )
+            self.samples_new_frames = self.samples_frames[self.n_frames - 1 :]
         self.samples = self._allocate(stored, self.T)
         if self.n_step_return > 1:
             self.samples_return_ = self._allocate(np.float32(0), self.T)
@@ -209,6 +226,18 @@ class BaseNStepReturnBuffer(BaseReplayBuffer):
     def _stored_example(self, example: Any) -> Any:
         """What ``self.samples`` holds for one step (sequence buffers drop rnn states)."""
         return example
+
+    def _check_memory(self, stored: Any) -> None:
+        """Refuse (MemoryError, naming ``size``) a buffer the available memory cannot hold."""
+        step = sum(np.asarray(a).nbytes for a in flatten_arrays("", stored).values())
+        if self.frame_based:
+            step += np.asarray(self.example.observation)[0].nbytes
+        if self.n_step_return > 1:
+            step += 4 + 1 + int(self.time_limit)  # n-step return, done (and timeout)
+        hint = ""
+        if not self.frame_based and getattr(self.example.observation, "ndim", 0) >= 3:
+            hint = "stacked frames stored once (frame_based=True; DQN's frame_buffer) take less"
+        check_memory("size", self.size, step, hint)
 
     def _allocate(self, example: Any, T: int) -> Any:
         return buffer_from_example(example, (T, self.B), share_memory=self.shared_memory)
@@ -282,6 +311,7 @@ class BaseNStepReturnBuffer(BaseReplayBuffer):
         if self.frame_based:
             stored = stored._replace(observation=None)
             if self.t_total == 0:  # the first observation's history fills the prefix
+                _check_frame_stacks(samples.observation, samples.done)
                 self.samples_frames[: self.n_frames - 1] = np.moveaxis(
                     samples.observation[0, :, :-1], 0, 1
                 )
@@ -353,9 +383,8 @@ class BaseNStepReturnBuffer(BaseReplayBuffer):
         starts = starts[starts % interval == 0]
         return len(starts), starts
 
-    def _check_batch_B(self, batch_B: int, n_valid: int, off_backward: int) -> None:
-        if not isinstance(batch_B, (int, np.integer)) or batch_B < 1:
-            raise ValueError(f"batch_B must be a positive integer, got {batch_B!r}")
+    def _check_batch_B(self, batch_B: int, n_valid: int, off_backward: int) -> int:
+        batch_B = as_count("batch_B", batch_B, 1, expected="a positive integer")
         if n_valid == 0:
             raise ValueError(
                 f"not enough data to sample yet: {self.t_total} steps written per environment, "
@@ -365,6 +394,7 @@ class BaseNStepReturnBuffer(BaseReplayBuffer):
             raise ValueError(
                 f"batch_B={batch_B} is larger than the {n_valid * self.B} valid samples"
             )
+        return batch_B
 
     def _sample_starts(
         self, batch_B: int, off_backward: int, interval: int = 1, n_batches: int = 1
@@ -372,7 +402,7 @@ class BaseNStepReturnBuffer(BaseReplayBuffer):
         """Uniformly random valid ``(T_idxs, B_idxs)`` (see ``_valid_starts``): ``n_batches``
         independent batches of ``batch_B``, one after the other."""
         n_valid, starts = self._valid_starts(off_backward, interval)
-        self._check_batch_B(batch_B, n_valid, off_backward)
+        batch_B = self._check_batch_B(batch_B, n_valid, off_backward)
         draws = self.rng.integers(n_valid * self.B, size=n_batches * batch_B)
         k, B_idxs = np.divmod(draws, self.B)
         T_idxs = self._start_slots(k) if starts is None else starts[k]
@@ -383,7 +413,7 @@ class BaseNStepReturnBuffer(BaseReplayBuffer):
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(rows, B_idxs, is_weights)`` drawn by priority, after the checks of a uniform draw."""
         n_valid, _ = self._valid_starts(off_backward, interval)
-        self._check_batch_B(batch_B, n_valid, off_backward)
+        batch_B = self._check_batch_B(batch_B, n_valid, off_backward)
         return self._prioritizer().sample(batch_B)
 
     def _prioritizer(self) -> Prioritizer:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from rl_arrays import as_count
+
 __all__ = ["discount_return_n_step"]
 
 
@@ -27,8 +29,7 @@ def discount_return_n_step(
     Results are written into ``return_dest`` / ``done_n_dest`` when given.
     """
     reward, done = np.asarray(reward), np.asarray(done, dtype=bool)
-    if n_step < 1:
-        raise ValueError(f"n_step must be >= 1, got {n_step}")
+    n_step = as_count("n_step", n_step, 1, expected=">= 1")
     if reward.shape != done.shape:
         raise ValueError(f"reward {reward.shape} and done {done.shape} shapes differ")
     T = reward.shape[0]

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from rl_arrays import extract_sequences
+from rl_arrays import as_count, extract_sequences
 
 from ._base import BaseNStepReturnBuffer, flatten_arrays
 from ._schemas import SequenceSamplesFromReplay, SequenceSamplesFromReplayPri
@@ -42,13 +42,12 @@ class SequenceReplayBuffer(BaseNStepReturnBuffer):
         batch_T: int | None = None,
         **options: Any,
     ):
-        if not isinstance(rnn_state_interval, (int, np.integer)) or rnn_state_interval < 0:
-            raise ValueError(f"rnn_state_interval must be >= 0, got {rnn_state_interval!r}")
-        if batch_T is not None and (not isinstance(batch_T, (int, np.integer)) or batch_T < 1):
-            raise ValueError(f"batch_T must be a positive integer, got {batch_T!r}")
+        rnn_state_interval = as_count("rnn_state_interval", rnn_state_interval, expected=">= 0")
+        if batch_T is not None:
+            batch_T = as_count("batch_T", batch_T, 1, expected="a positive integer")
         if rnn_state_interval > 0 and "prev_rnn_state" not in getattr(example, "_fields", ()):
             raise ValueError("rnn_state_interval > 0 needs a prev_rnn_state field in the example")
-        self.rnn_state_interval = int(rnn_state_interval)
+        self.rnn_state_interval = rnn_state_interval
         self.batch_T = batch_T
         super().__init__(example, size, B, **options)
         if self.rnn_state_interval > 1:
@@ -188,6 +187,7 @@ class SequenceReplayBuffer(BaseNStepReturnBuffer):
         batch_T = self.batch_T if batch_T is None else batch_T
         if batch_T is None:
             raise ValueError("give batch_T here or when making the buffer")
+        batch_T = as_count("batch_T", batch_T, 1, expected="a positive integer")
         self._check_batch_T(batch_T)
         with self._reading():
             if not self.prioritized:

@@ -22,6 +22,8 @@ __all__ = ["AsyncSumTree", "SumTree"]
 
 
 def _int_at_least(name: str, value: Any, minimum: int) -> int:
+    if isinstance(value, (float, np.floating)) and value.is_integer():
+        value = int(value)  # 1e3, as rlpyt writes counts
     if isinstance(value, bool):
         raise TypeError(f"{name} must be an int, got a bool ({value!r})")
     try:

@@ -6,6 +6,8 @@ from typing import Any
 
 import numpy as np
 
+from rl_arrays import as_count
+
 from ._base import BaseNStepReturnBuffer
 from ._schemas import (
     SamplesFromReplay,
@@ -102,8 +104,7 @@ class ReplayBuffer(BaseNStepReturnBuffer):
             raise ValueError(
                 "sample_batches draws uniformly; with prioritized=True use sample_batch"
             )
-        if not isinstance(n_batches, (int, np.integer)) or n_batches < 1:
-            raise ValueError(f"n_batches must be a positive integer, got {n_batches!r}")
+        n_batches = as_count("n_batches", n_batches, 1, expected="a positive integer")
         with self._reading():
             T_idxs, B_idxs = self._sample_starts(batch_B, self.n_step_return, 1, n_batches)
             return self.extract_batch(T_idxs, B_idxs)

@@ -21,6 +21,8 @@ from typing import IO, Any
 
 import numpy as np
 
+from rl_arrays import as_count
+
 from ._checkpoint import atomic_write, companion_path, ctrl_c_deferred, save_pickle, save_torch
 from ._values import plain
 
@@ -265,9 +267,7 @@ class Logger:
         return self._snapshot_mode
 
     def set_snapshot_gap(self, gap: int) -> None:
-        if isinstance(gap, bool) or not isinstance(gap, int) or gap < 1:
-            raise ValueError(f"snapshot_gap must be an int >= 1, got {gap!r}")
-        self._snapshot_gap = gap
+        self._snapshot_gap = as_count("snapshot_gap", gap, 1, expected="an int >= 1")
 
     def get_snapshot_gap(self) -> int:
         return self._snapshot_gap
@@ -358,8 +358,7 @@ def logger_context(
     """
     if snapshot_mode not in SNAPSHOT_MODES:
         raise ValueError(f"snapshot_mode must be one of {SNAPSHOT_MODES}, got {snapshot_mode!r}")
-    if isinstance(snapshot_gap, bool) or not isinstance(snapshot_gap, int) or snapshot_gap < 1:
-        raise ValueError(f"snapshot_gap must be an int >= 1, got {snapshot_gap!r}")
+    snapshot_gap = as_count("snapshot_gap", snapshot_gap, 1, expected="an int >= 1")
     if log_params is not None and not isinstance(log_params, Mapping):
         raise TypeError(f"log_params must be a mapping or None, got {type(log_params).__name__}")
     run_dir = _run_dir(log_dir, run_ID, override_prefix)

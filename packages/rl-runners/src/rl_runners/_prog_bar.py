@@ -6,6 +6,8 @@ import sys
 import time
 from typing import TextIO
 
+from rl_arrays import as_count
+
 __all__ = ["ProgBarCounter"]
 
 
@@ -28,9 +30,7 @@ class ProgBarCounter:
     text_interval_s = 30.0
 
     def __init__(self, total_count: int, stream: TextIO | None = None):
-        if total_count < 1:
-            raise ValueError(f"total_count must be >= 1, got {total_count}")
-        self.total_count = int(total_count)
+        self.total_count = as_count("total_count", total_count, 1, expected=">= 1")
         self.stream = sys.stderr if stream is None else stream
         isatty = getattr(self.stream, "isatty", None)
         self.tty = bool(isatty and isatty())

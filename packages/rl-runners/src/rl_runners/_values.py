@@ -8,6 +8,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from rl_arrays import as_count
+
 __all__ = ["plain", "positive_int", "traj_record"]
 
 
@@ -21,12 +23,8 @@ def plain(value: Any) -> Any:
 
 
 def positive_int(name: str, value: Any) -> int:
-    """A positive int from an int or an integral float such as ``1e5``."""
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return value
+    """A positive int from an int (numpy's too) or an integral float such as ``1e5``."""
+    return as_count(name, value, 1, expected="a positive integer")
 
 
 def traj_record(info: Any) -> dict[str, bool | int | float]:

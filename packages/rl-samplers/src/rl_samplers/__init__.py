@@ -11,6 +11,10 @@ from ._async import (
     AsyncParallelSamplerMixin,
     AsyncSamplerMixin,
     AsyncSerialSampler,
+    DbCpuResetCollector,
+    DbCpuWaitResetCollector,
+    DbGpuResetCollector,
+    DbGpuWaitResetCollector,
 )
 from ._atari import AtariEnv, AtariTrajInfo
 from ._base import BaseSampler
@@ -70,6 +74,10 @@ __all__ = [
     "CpuResetCollector",
     "CpuSampler",
     "CpuWaitResetCollector",
+    "DbCpuResetCollector",
+    "DbCpuWaitResetCollector",
+    "DbGpuResetCollector",
+    "DbGpuWaitResetCollector",
     "DecorrelatingStartCollector",
     "Env",
     "EnvCheckError",

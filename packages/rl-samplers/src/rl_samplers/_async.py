@@ -15,7 +15,14 @@ from typing import Any
 
 from ._agent import AsyncSamplerAgent
 from ._base import BaseSampler
-from ._gpu import AlternatingSampler, GpuSampler, NoOverlapAlternatingSampler
+from ._collectors import CpuResetCollector, CpuWaitResetCollector
+from ._gpu import (
+    AlternatingSampler,
+    GpuResetCollector,
+    GpuSampler,
+    GpuWaitResetCollector,
+    NoOverlapAlternatingSampler,
+)
 from ._parallel import CpuSampler, ParallelSamplerBase
 from ._samples_buffer import build_samples_buffer
 from ._serial import SerialSampler
@@ -29,7 +36,18 @@ __all__ = [
     "AsyncParallelSamplerMixin",
     "AsyncSamplerMixin",
     "AsyncSerialSampler",
+    "DbCpuResetCollector",
+    "DbCpuWaitResetCollector",
+    "DbGpuResetCollector",
+    "DbGpuWaitResetCollector",
 ]
+
+# rlpyt's double-buffer collectors have their own classes; here the async samplers point every
+# collector at the half of the double buffer it fills, so the plain collectors are them.
+DbCpuResetCollector = CpuResetCollector
+DbCpuWaitResetCollector = CpuWaitResetCollector
+DbGpuResetCollector = GpuResetCollector
+DbGpuWaitResetCollector = GpuWaitResetCollector
 
 
 class AsyncSamplerMixin(BaseSampler):

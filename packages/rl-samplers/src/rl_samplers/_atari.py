@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from rl_arrays import EnvStep, namedarraytuple
+from rl_arrays import EnvStep, as_count, namedarraytuple
 
 from ._env import Env
 from ._spaces import IntBox
@@ -117,9 +117,7 @@ def _camel_name(rom_id: str) -> str:
 
 
 def _check_int(name: str, value: object, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
-    return int(value)
+    return as_count(name, value, minimum, expected=f"an int >= {minimum}")  # 27e3 too
 
 
 class AtariEnv(Env):

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from rl_arrays import BatchSpec
+from rl_arrays import BatchSpec, as_count
 
 from ._agent import SamplerAgent
 from ._collectors import BaseCollector
@@ -51,25 +51,30 @@ class BaseSampler:
         if not callable(EnvCls):
             raise TypeError(f"EnvCls must make an environment when called, got {EnvCls!r}")
         self.batch_spec = BatchSpec(batch_T, batch_B)
-        if max_decorrelation_steps < 0:
-            raise ValueError(f"max_decorrelation_steps must be >= 0, got {max_decorrelation_steps}")
-        if eval_n_envs < 0:
-            raise ValueError(f"eval_n_envs must be >= 0, got {eval_n_envs}")
+        # Counts as rlpyt's scripts write them too: eval_max_steps=int(10e3) or 10e3.
+        max_decorrelation_steps = as_count(
+            "max_decorrelation_steps", max_decorrelation_steps, expected=">= 0"
+        )
+        eval_n_envs = as_count("eval_n_envs", eval_n_envs, expected=">= 0")
         self.eval_max_T = 0  # steps per evaluation env
         if eval_n_envs > 0:
-            if eval_max_steps is None or eval_max_steps < eval_n_envs:
+            try:
+                eval_max_steps = as_count("eval_max_steps", eval_max_steps, eval_n_envs)
+            except ValueError:
                 raise ValueError(
                     f"evaluation needs eval_max_steps >= eval_n_envs={eval_n_envs}, "
                     f"got {eval_max_steps}"
-                )
+                ) from None
             self.eval_max_T = eval_max_steps // eval_n_envs
-        if eval_max_trajectories is not None and eval_max_trajectories < 1:
-            raise ValueError(f"eval_max_trajectories must be >= 1, got {eval_max_trajectories}")
+        if eval_max_trajectories is not None:
+            eval_max_trajectories = as_count(
+                "eval_max_trajectories", eval_max_trajectories, 1, expected=">= 1"
+            )
         self.EnvCls, self.env_kwargs = EnvCls, dict(env_kwargs or {})
         self.CollectorCls, self.eval_CollectorCls = CollectorCls, eval_CollectorCls
-        self.max_decorrelation_steps = int(max_decorrelation_steps)
+        self.max_decorrelation_steps = max_decorrelation_steps
         self.TrajInfoCls = TrajInfoCls
-        self.eval_n_envs = int(eval_n_envs)
+        self.eval_n_envs = eval_n_envs
         self.eval_env_kwargs = dict(self.env_kwargs if eval_env_kwargs is None else eval_env_kwargs)
         self.eval_max_trajectories = eval_max_trajectories
 

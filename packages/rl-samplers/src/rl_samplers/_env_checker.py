@@ -13,7 +13,7 @@ from typing import Any, NoReturn
 
 import numpy as np
 
-from rl_arrays import EnvStep
+from rl_arrays import EnvStep, as_count
 
 from ._env import Env
 from ._spaces import Space
@@ -142,6 +142,7 @@ def check_env(env: Env, n_steps: int = 100, seed: int = 0) -> None:
     that ``seed(seed)`` twice replays the same data, unless ``env.nondeterministic`` is
     True.  The README ("Environments and spaces") lists every check.
     """
+    n_steps = as_count("n_steps", n_steps)
     for name in ("observation_space", "action_space"):
         space = getattr(env, name)
         if not isinstance(space, Space):

@@ -364,6 +364,12 @@ class AlternatingSampler(GpuSampler):
             raise ValueError(
                 f"{type(self).__name__} needs an even number of workers, got {len(splits)}"
             )
+        if getattr(self.agent, "recurrent", False) and not getattr(self.agent, "alternating", 0):
+            raise ValueError(
+                f"{type(self).__name__} shows the agent its two groups of environments in "
+                f"turn, so a recurrent agent must keep a state per group: use an Alternating* "
+                f"agent (e.g. AlternatingAtariLstmAgent), got {type(self.agent).__name__}"
+            )
         super()._prepare_workers(ctx, examples, splits, eval_splits)
         half = len(splits) // 2
         middle = int(splits[half][0])

@@ -15,6 +15,7 @@ from rl_arrays import (
     EnvSamples,
     Samples,
     buffer_from_example,
+    check_memory,
     numpify_buffer,
     torchify_buffer,
 )
@@ -51,11 +52,25 @@ def _numpy_example(agent_info: Any) -> Any:
     return numpify_buffer(agent_info)
 
 
+def _leaves(example: Any) -> list[Any]:
+    if example is None:
+        return []
+    if isinstance(example, tuple):
+        return [leaf for item in example for leaf in _leaves(item)]
+    return [example]
+
+
 def build_samples_buffer(
     examples: dict[str, Any], batch_spec: BatchSpec, bootstrap_value: bool, shared: bool
 ) -> tuple[Any, Any]:
     """``(samples_pyt, samples_np)``: one ``Samples`` buffer seen as torch and as numpy."""
     T, B = batch_spec
+    step = sum(  # (action and reward twice: the previous ones too)
+        np.asarray(leaf).nbytes * (2 if key in ("action", "reward") else 1)
+        for key in ("observation", "action", "reward", "done", "agent_info", "env_info")
+        for leaf in _leaves(examples[key])
+    )
+    check_memory("batch_T*batch_B", T * B, step)
     agent_fields = dict(
         action=buffer_from_example(examples["action"], (T, B), shared),
         prev_action=buffer_from_example(examples["action"], (T, B), shared),

@@ -12,14 +12,13 @@ see.  The README ("TorchCartPole and TorchPendulum") has the details.
 from __future__ import annotations
 
 import math
-import numbers
 from typing import ClassVar
 
 import numpy as np
 import numpy.typing as npt
 import torch
 
-from rl_arrays import normalize_device
+from rl_arrays import as_count, normalize_device
 
 from ._batched import CRITIC_OBSERVATION, BatchEnv
 from ._spaces import FloatBox, IntBox
@@ -54,12 +53,8 @@ class _TorchClassicEnv(BatchEnv):
         critic_observation: str | None = None,
     ):
         name = type(self).__name__
-        if not isinstance(num_envs, numbers.Integral) or isinstance(num_envs, bool) or num_envs < 1:
-            raise ValueError(f"{name}: num_envs must be an integer >= 1, got {num_envs!r}")
-        if not isinstance(max_episode_steps, numbers.Integral) or max_episode_steps < 1:
-            raise ValueError(
-                f"{name}: max_episode_steps must be an integer >= 1, got {max_episode_steps!r}"
-            )
+        num_envs = as_count(f"{name}: num_envs", num_envs, 1)
+        max_episode_steps = as_count(f"{name}: max_episode_steps", max_episode_steps, 1)
         if dtype not in (torch.float32, torch.float64):
             raise ValueError(f"{name}: dtype must be torch.float32 or torch.float64, got {dtype}")
         try:  # (an unavailable device fails here, not later)
@@ -78,7 +73,7 @@ class _TorchClassicEnv(BatchEnv):
                 f"{name}: critic_observation must be None or one of {kinds}, "
                 f"got {critic_observation!r}"
             )
-        self.num_envs, self.max_episode_steps, self.dtype = int(num_envs), max_episode_steps, dtype
+        self.num_envs, self.max_episode_steps, self.dtype = num_envs, max_episode_steps, dtype
         self._state: torch.Tensor | None = None
         self.elapsed = torch.zeros(self.num_envs, dtype=torch.int64, device=self.device)
         self.seed(seed)

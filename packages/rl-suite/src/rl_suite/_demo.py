@@ -19,6 +19,7 @@ from rl_arrays import (
     BatchSpec,
     EnvSamples,
     Samples,
+    as_count,
     buffer_from_example,
     torchify_buffer,
     valid_mean,
@@ -66,10 +67,12 @@ def fill_samples(
 ) -> Samples:
     """A ``[T, B]`` batch on shared memory, filled by ``n_workers`` processes."""
     spec = BatchSpec(T, B)
-    if not isinstance(n_workers, int) or not 1 <= n_workers <= B:
-        raise ValueError(f"n_workers must be an integer from 1 to B={B}, got {n_workers!r}")
+    expected = f"an integer from 1 to B={spec.B}"
+    count = as_count("n_workers", n_workers, 1, expected=expected)  # 2.0 too
+    if count > spec.B:
+        raise ValueError(f"n_workers must be {expected}, got {n_workers!r}")
     samples = buffer_from_example(_example(), (spec.T, spec.B), share_memory=True)
-    bounds = np.linspace(0, spec.B, n_workers + 1).astype(int)
+    bounds = np.linspace(0, spec.B, count + 1).astype(int)
     ctx = mp.get_context(start_method)
     # (typeshed types get_context(str) as a BaseContext, without the Process class that the
     # context of each start method has)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rl_arrays import as_count
 from rl_launch import (
     ExperimentsSummary,
     VariantLevel,
@@ -89,9 +90,9 @@ def _reworded(where: str, error: Exception) -> ValueError:
 
 def _int(spec: dict[str, Any], key: str, default: int | None, where: str) -> int | None:
     value = spec.get(key, default)
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-        raise ValueError(f"{where}: {key!r} must be an int >= 1, got {value!r}")
-    return value
+    if value is None:
+        return None
+    return as_count(f"{where}: {key!r}", value, 1, expected="an int >= 1")  # 3.0 too
 
 
 def _str(spec: dict[str, Any], key: str, where: str) -> str | None:

@@ -36,6 +36,7 @@ from rl_agents import (
     VectorR2d1Agent,
 )
 from rl_algos import A2C, DDPG, DQN, PPO, R2D1, SAC, TD3, CategoricalDQN
+from rl_arrays import as_count
 from rl_runners import (
     AsyncRl,
     AsyncRlEval,
@@ -199,9 +200,8 @@ def config_affinity(config: dict[str, Any]) -> dict[str, Any]:
     affinity: dict[str, Any] = {}
     threads = config["torch_threads"]
     if threads is not None:
-        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-            raise ValueError(f"torch_threads must be a positive int or None, got {threads!r}")
-        affinity["master_torch_threads"] = threads
+        expected = "a positive int or None"
+        affinity["master_torch_threads"] = as_count("torch_threads", threads, 1, expected=expected)
     if match is not None:
         index = int(match.group(1) or 0)
         if index >= torch.cuda.device_count():
@@ -214,11 +214,11 @@ def config_affinity(config: dict[str, Any]) -> dict[str, Any]:
         if config["sampler"]["kind"] == "serial":
             raise ValueError("sampler.workers applies to the cpu and gpu samplers, not serial")
         B = config["sampler"]["batch_B"]
-        if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= B:
-            raise ValueError(
-                f"sampler.workers must be an int from 1 to batch_B={B}, got {workers!r}"
-            )
-        affinity["workers_cpus"] = [None] * workers  # one worker each, not pinned
+        expected = f"an int from 1 to batch_B={B}"
+        n_workers = as_count("sampler.workers", workers, 1, expected=expected)  # 4.0 too
+        if n_workers > B:
+            raise ValueError(f"sampler.workers must be {expected}, got {workers!r}")
+        affinity["workers_cpus"] = [None] * n_workers  # one worker each, not pinned
     return affinity
 
 
@@ -230,9 +230,7 @@ def _torchrun_rank() -> int | None:
 
 def _processes(config: dict[str, Any]) -> int:
     processes = config["runner"].get("processes", 1)
-    if isinstance(processes, bool) or not isinstance(processes, int) or processes < 1:
-        raise ValueError(f"runner.processes must be a positive int, got {processes!r}")
-    return processes
+    return as_count("runner.processes", processes, 1, expected="a positive int")  # 2.0 too
 
 
 def _check_processes(config: dict[str, Any], processes: int) -> None:
@@ -447,8 +445,7 @@ def evaluate(
 ) -> list[Any]:
     """Play ``episodes`` evaluation episodes with the agent of the run's latest checkpoint;
     returns their trajectory infos (``Return``, ``Length`` ...)."""
-    if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
-        raise ValueError(f"episodes must be a positive int, got {episodes!r}")
+    episodes = as_count("episodes", episodes, 1, expected="a positive int")  # 10.0 too
     config = load_config(run_dir)
     checkpoint = torch.load(find_checkpoint(run_dir), map_location="cpu", weights_only=True)
     agent = make_agent(config, probe_spaces(config), deterministic)

@@ -1,0 +1,224 @@
+"""rlpyt users' launch scripts, in the shapes rlpyt's documentation and examples give them, with
+only their imports changed to `from rl_suite import ...` and their step counts made small.
+
+Each test is one script shape: the calls as an rlpyt user writes them (counts written as floats
+such as `1e3`, default settings left out), run for a few thousand steps. A script that breaks
+here would break for a user who moves from rlpyt."""
+
+import csv
+
+import numpy as np
+import pytest
+
+from rl_suite import (
+    A2C,
+    DQN,
+    SAC,
+    AlternatingAtariLstmAgent,
+    AlternatingSampler,
+    AsyncRlEval,
+    AsyncSerialSampler,
+    AtariDqnAgent,
+    AtariEnv,
+    AtariFfAgent,
+    AtariTrajInfo,
+    DbCpuResetCollector,
+    GpuSampler,
+    GpuWaitResetCollector,
+    MinibatchRl,
+    MinibatchRlEval,
+    SacAgent,
+    SerialSampler,
+    SyncRl,
+    logger_context,
+    make_affinity,
+)
+from rl_suite import make as gym_make
+
+GAME = "pong"
+
+
+def rows(run_dir):
+    with open(run_dir / "progress.csv", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def train(runner, tmp_path, name, config):
+    with logger_context(tmp_path, 0, name, config) as run_dir:
+        runner.train()
+    return rows(run_dir)
+
+
+def test_example_1_dqn_serial_counts_as_floats(tmp_path):
+    """DQN on Atari with the serial sampler; rlpyt's scripts write counts as floats."""
+    sampler = SerialSampler(
+        EnvCls=AtariEnv,
+        TrajInfoCls=AtariTrajInfo,
+        env_kwargs=dict(game=GAME),
+        eval_env_kwargs=dict(game=GAME),
+        batch_T=4,
+        batch_B=1,
+        max_decorrelation_steps=0,
+        eval_n_envs=1,
+        eval_max_steps=500,
+        eval_max_trajectories=1,
+    )
+    algo = DQN(min_steps_learn=1e3, replay_size=2e4)
+    runner = MinibatchRlEval(
+        algo=algo,
+        agent=AtariDqnAgent(),
+        sampler=sampler,
+        n_steps=2e3,
+        log_interval_steps=1e3,
+        affinity=dict(cuda_idx=None),
+    )
+    progress = train(runner, tmp_path, "dqn_" + GAME, dict(game=GAME))
+    assert [int(r["CumSteps"]) for r in progress] == [0, 1000, 2000]
+    assert float(progress[-1]["CumUpdates"]) > 0  # learning began at 1e3 steps
+
+
+def test_example_2_sac_with_gym_make(tmp_path):
+    """SAC on a MuJoCo task made by `gym_make` (the `mujoco` extra brings what it needs)."""
+    pytest.importorskip("mujoco")
+    env_id = "Hopper-v5"
+    sampler = SerialSampler(
+        EnvCls=gym_make,
+        env_kwargs=dict(id=env_id),
+        eval_env_kwargs=dict(id=env_id),
+        batch_T=1,
+        batch_B=1,
+        max_decorrelation_steps=0,
+        eval_n_envs=2,
+        eval_max_steps=int(4e2),
+        eval_max_trajectories=2,
+    )
+    runner = MinibatchRlEval(
+        algo=SAC(min_steps_learn=4e2, batch_size=64),
+        agent=SacAgent(),
+        sampler=sampler,
+        n_steps=6e2,
+        log_interval_steps=3e2,
+        affinity=dict(cuda_idx=None),
+    )
+    progress = train(runner, tmp_path, "sac_" + env_id, dict(env_id=env_id))
+    assert int(progress[-1]["CumSteps"]) == 600
+    assert float(progress[-1]["CumUpdates"]) > 0
+
+
+def test_example_3_a2c_gpu_sampler_agent_on_cpu(tmp_path):
+    """A2C with the action-server sampler and its workers, the agent on the CPU."""
+    sampler = GpuSampler(
+        EnvCls=AtariEnv,
+        TrajInfoCls=AtariTrajInfo,
+        env_kwargs=dict(game=GAME),
+        batch_T=5,
+        batch_B=8,
+        max_decorrelation_steps=100,
+    )
+    runner = MinibatchRl(
+        algo=A2C(),
+        agent=AtariFfAgent(),
+        sampler=sampler,
+        n_steps=2e3,
+        log_interval_steps=1e3,
+        affinity=dict(cuda_idx=None, workers_cpus=list(range(2))),
+    )
+    progress = train(runner, tmp_path, "a2c_" + GAME, dict(game=GAME))
+    assert int(progress[-1]["CumSteps"]) >= 2000
+
+
+def test_example_4_a2c_alternating_sampler_recurrent_agent(tmp_path):
+    """A recurrent agent on single frames, with the alternating action server and environments
+    that wait for the next batch to reset (so that no sequence holds a reset)."""
+    sampler = AlternatingSampler(
+        EnvCls=AtariEnv,
+        TrajInfoCls=AtariTrajInfo,
+        env_kwargs=dict(game=GAME, num_img_obs=1),
+        CollectorCls=GpuWaitResetCollector,
+        batch_T=20,
+        batch_B=4,
+        max_decorrelation_steps=100,
+    )
+    runner = MinibatchRl(
+        algo=A2C(),
+        agent=AlternatingAtariLstmAgent(),  # (one recurrent state per group)
+        sampler=sampler,
+        n_steps=2e3,
+        log_interval_steps=1e3,
+        affinity=dict(cuda_idx=None, workers_cpus=list(range(2))),
+    )
+    progress = train(runner, tmp_path, "a2c_" + GAME, dict(game=GAME))
+    assert int(progress[-1]["CumSteps"]) >= 2000
+
+
+def test_example_5_default_dqn_with_32_envs_stores_each_frame_once(tmp_path):
+    """The default DQN (a replay of 1e6 steps) with 32 environments: rlpyt keeps each Atari frame
+    once in its replay (about 8 GB here); storing every stacked frame would take 4x that."""
+    sampler = GpuSampler(
+        EnvCls=AtariEnv,
+        TrajInfoCls=AtariTrajInfo,
+        env_kwargs=dict(game=GAME),
+        CollectorCls=GpuWaitResetCollector,
+        eval_env_kwargs=dict(game=GAME),
+        max_decorrelation_steps=0,
+        eval_n_envs=2,
+        eval_max_steps=int(1e3),
+        eval_max_trajectories=2,
+        batch_T=2,
+        batch_B=32,
+    )
+    algo = DQN(batch_size=128)  # the rest by default
+    runner = MinibatchRlEval(
+        algo=algo,
+        agent=AtariDqnAgent(),
+        sampler=sampler,
+        n_steps=2e3,
+        log_interval_steps=1e3,
+        affinity=dict(cuda_idx=None, workers_cpus=list(range(2))),
+    )
+    progress = train(runner, tmp_path, "dqn_" + GAME, dict(game=GAME))
+    assert int(progress[-1]["CumSteps"]) >= 2000
+    replay = algo.replay_buffer
+    assert replay.samples.observation is None  # no stacked observations ...
+    assert replay.samples_frames.shape[1:] == (32, 104, 80)  # ... one frame per step
+    assert replay.samples_frames.nbytes < 9e9
+
+
+def test_example_7_sync_rl_refuses_an_affinity_for_another_machine():
+    """A hard-coded 16-core, 8-GPU affinity on a smaller machine: refused, saying why."""
+    with pytest.raises(ValueError, match="may not use"):
+        make_affinity(
+            run_slot=0, n_cpu_core=16, n_gpu=8, hyperthread_offset=24, n_socket=2, gpu_per_run=2
+        )
+    assert SyncRl  # the runner the script would have built
+
+
+def test_atari_dqn_async_serial_with_the_double_buffer_collector(tmp_path):
+    """The asynchronous runner with the serial sampler and rlpyt's `DbCpuResetCollector`."""
+    affinity = make_affinity(
+        run_slot=0, n_cpu_core=2, n_gpu=0, sample_gpu_per_run=0, async_sample=True
+    )
+    sampler = AsyncSerialSampler(
+        EnvCls=AtariEnv,
+        env_kwargs=dict(game=GAME),
+        CollectorCls=DbCpuResetCollector,
+        batch_T=5,
+        batch_B=4,
+        max_decorrelation_steps=100,
+        eval_env_kwargs=dict(game=GAME),
+        eval_n_envs=1,
+        eval_max_steps=500,
+        eval_max_trajectories=1,
+    )
+    algo = DQN(replay_ratio=8, min_steps_learn=1e3, replay_size=int(1e4))
+    runner = AsyncRlEval(
+        algo=algo,
+        agent=AtariDqnAgent(),
+        sampler=sampler,
+        n_steps=2e3,
+        log_interval_steps=1e3,
+        affinity=affinity,
+    )
+    progress = train(runner, tmp_path, "async_dqn_" + GAME, dict(game=GAME))
+    assert int(progress[-1]["CumSteps"]) >= 2000
+    assert np.isfinite(float(progress[-1]["CumUpdates"]))
