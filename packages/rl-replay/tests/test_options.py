@@ -3,6 +3,7 @@ for it did, rlpyt's names are those options, and combinations that cannot work a
 
 import hashlib
 import multiprocessing as mp
+import sys
 
 import numpy as np
 import pytest
@@ -264,3 +265,11 @@ def test_shared_memory_option_passes_the_buffer_to_another_process(method):
     assert process.exitcode == 0 and buffer.t_total == 12
     for observation in buffer.sample_batch(8).agent_inputs.observation:
         np.testing.assert_array_equal(observation, world.observation(*decode(observation)))
+
+
+def test_a_device_without_torch_asks_for_the_torch_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch", None)  # (import torch fails)
+    world = World(B=2)
+    with pytest.raises(ImportError, match=r"rl-replay\[torch\]"):
+        ReplayBuffer(world.example(), 40, 2, device="cpu")
+    assert ReplayBuffer(world.example(), 40, 2).device is None  # numpy needs no torch

@@ -63,6 +63,7 @@ class DDPG(QpgAlgo[DdpgAgentLike]):
         updates_per_sync: int = 1,
         bootstrap_timelimit: bool = True,
         ReplayBufferCls: Callable[..., BaseNStepReturnBuffer] | None = None,
+        replay_device: torch.device | str | None = None,
     ):
         super().__init__(
             discount=discount,
@@ -80,6 +81,7 @@ class DDPG(QpgAlgo[DdpgAgentLike]):
             updates_per_sync=updates_per_sync,
             bootstrap_timelimit=bootstrap_timelimit,
             ReplayBufferCls=ReplayBufferCls,
+            replay_device=replay_device,
         )
         policy_update_interval = check_count("policy_update_interval", policy_update_interval)
         check_number("learning_rate", learning_rate, 0)

@@ -118,6 +118,7 @@ class DQN(ReplayAlgo[QAgentLike]):
         updates_per_sync: int = 1,
         frame_buffer: bool | None = None,
         bootstrap_timelimit: bool = False,
+        replay_device: torch.device | str | None = None,
     ):
         if delta_clip is not None:
             check_positive("delta_clip", delta_clip)
@@ -137,6 +138,7 @@ class DQN(ReplayAlgo[QAgentLike]):
             updates_per_sync=updates_per_sync,
             bootstrap_timelimit=bootstrap_timelimit,
             ReplayBufferCls=ReplayBufferCls,
+            replay_device=replay_device,
         )
         check_number("learning_rate", learning_rate, 0)
         eps_steps = check_count("eps_steps", eps_steps, 0)
@@ -150,6 +152,11 @@ class DQN(ReplayAlgo[QAgentLike]):
             raise ValueError(
                 "frame_buffer and bootstrap_timelimit cannot be combined: rl-replay has no "
                 "time-limit frame buffer (give ReplayBufferCls, or drop one of them)"
+            )
+        if frame_buffer and replay_device is not None and ReplayBufferCls is None:
+            raise ValueError(
+                f"frame_buffer and replay_device={replay_device!r} cannot be combined: frame "
+                "buffers stay on the host (frame_buffer=False stores whole observations)"
             )
         self.delta_clip = delta_clip
         self.learning_rate = learning_rate
@@ -206,11 +213,13 @@ class DQN(ReplayAlgo[QAgentLike]):
 
     def _stores_frames(self, example: Any) -> bool:
         """``frame_buffer``, chosen when None: uint8 observations ``[n_frames, H, W]`` with
-        several frames (rlpyt's Atari DQN), unless time limits need their own buffer."""
+        several frames (rlpyt's Atari DQN), unless time limits need their own buffer or the
+        replay is on a device (``replay_device``: whole observations)."""
         if self.frame_buffer is None:
             obs = np.asarray(example.observation)
             stacked = obs.dtype == np.uint8 and obs.ndim == 3 and obs.shape[0] > 1
-            self.frame_buffer = stacked and not self.bootstrap_timelimit
+            host = self.replay_device is None
+            self.frame_buffer = stacked and host and not self.bootstrap_timelimit
         return self.frame_buffer
 
     def _default_replay_cls(self, example: Any) -> type[BaseNStepReturnBuffer]:

@@ -6,7 +6,9 @@ Two ways to start, as in rlpyt: ``initialize`` (synchronous runners: ``optimize_
 samples)`` appends the batch, then updates) or ``async_initialize`` (the asynchronous runner:
 the replay buffer on shared memory, filled by another process with ``samples_to_buffer``;
 ``optim_initialize(rank)``, then ``optimize_agent(itr, sampler_itr=...)`` from the replay
-alone). Details: the package README, "Replay-based training".
+alone). ``replay_device`` keeps the replay buffer as tensors on that device, whose batches
+the update then takes without a copy (None: numpy on the host). Details: the package README,
+"Replay-based training".
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 import torch
 
-from rl_arrays import BatchSpec, buffer_to, numpify_buffer, torchify_buffer
+from rl_arrays import BatchSpec, buffer_to, normalize_device, numpify_buffer, torchify_buffer
 from rl_replay import BaseNStepReturnBuffer, SamplesToBuffer, SamplesToBufferTl
 
 from ._pg import check_count, check_number
@@ -87,13 +89,16 @@ def _floats(values: list[Any]) -> list[float]:
     return [float(value) for value in values]
 
 
-def _timeout(env_info: Any, where: str) -> np.ndarray:
+def _timeout(env_info: Any, where: str, host: bool = True) -> Any:
+    """The truncation flags as bools: numpy, or (``host=False``) tensors left where they are."""
     timeout = getattr(env_info, "timeout", None)
     if timeout is None:
         raise ValueError(
             f"bootstrap_timelimit needs {where}.env_info.timeout (the environment's truncation "
             f"flag); env_info is {type(env_info).__name__}"
         )
+    if not host and isinstance(timeout, torch.Tensor):
+        return timeout.bool()
     return np.asarray(numpify_buffer(timeout), dtype=bool)
 
 
@@ -126,6 +131,7 @@ class ReplayAlgo(Generic[AgentT]):
         updates_per_sync: int,
         bootstrap_timelimit: bool,
         ReplayBufferCls: Callable[..., BaseNStepReturnBuffer] | None,
+        replay_device: torch.device | str | None = None,
     ):
         check_number("discount", discount, 0, 1)
         batch_size = check_count("batch_size", batch_size)
@@ -147,6 +153,13 @@ class ReplayAlgo(Generic[AgentT]):
             raise ValueError(
                 f"ReplayBufferCls must be a replay buffer class, got {ReplayBufferCls!r}"
             )
+        if replay_device is not None:
+            try:
+                torch.device(replay_device)
+            except (RuntimeError, TypeError) as e:
+                raise ValueError(
+                    f"replay_device must be None or a torch device, got {replay_device!r}: {e}"
+                ) from None
         self.discount = discount
         self.batch_size = batch_size
         self.min_steps_learn = min_steps_learn
@@ -164,6 +177,7 @@ class ReplayAlgo(Generic[AgentT]):
         self.updates_per_sync = updates_per_sync
         self.bootstrap_timelimit = bool(bootstrap_timelimit)
         self.ReplayBufferCls = ReplayBufferCls
+        self.replay_device = replay_device
         self.agent: AgentT | None = None
         self.replay_buffer: BaseNStepReturnBuffer | None = None
         self.update_counter = 0
@@ -211,6 +225,12 @@ class ReplayAlgo(Generic[AgentT]):
         start: as ``initialize`` but with the replay buffer on shared memory (built with
         ``shared_memory=True``, returned for the memory copier) and no optimizer yet
         (``optim_initialize``). Each ``optimize_agent`` then takes ``updates_per_sync`` updates."""
+        if self.replay_device is not None:
+            raise ValueError(
+                f"replay_device={self.replay_device!r} cannot be used with the asynchronous "
+                "runner: its replay buffer is shared between processes on host memory "
+                "(replay_device=None)"
+            )
         self._setup(agent, sampler_n_itr, batch_spec, mid_batch_reset, examples, world_size, True)
         self.updates_per_optimize = self.updates_per_sync
         return self._replay_buffer
@@ -284,7 +304,8 @@ class ReplayAlgo(Generic[AgentT]):
     ) -> None:
         """The replay buffer, sized ``replay_size`` over ``batch_spec.B`` environments, seeded
         from torch's generator (so a seeded run replays the same batches); with ``async_`` on
-        shared memory (``ReplayBufferCls``, when given, must then make shared buffers)."""
+        shared memory (``ReplayBufferCls``, when given, must then make shared buffers); on
+        ``replay_device`` when set (passed to the class as ``device``)."""
         example = numpify_buffer(self.examples_to_buffer(examples))
         kwargs: dict[str, Any] = dict(
             example=example,
@@ -295,6 +316,8 @@ class ReplayAlgo(Generic[AgentT]):
             seed=int(torch.randint(2**62, ())),
             **self._replay_kwargs(),
         )
+        if self.replay_device is not None:
+            kwargs["device"] = self.replay_device
         ReplayCls = self.ReplayBufferCls
         if ReplayCls is None:
             ReplayCls = self._default_replay_cls(example)
@@ -352,8 +375,10 @@ class ReplayAlgo(Generic[AgentT]):
         )
 
     def samples_to_buffer(self, samples: Any) -> Any:
-        """What the replay buffer stores from a ``[T, B]`` batch of samples (numpy). Reads
+        """What the replay buffer stores from a ``[T, B]`` batch of samples (numpy; with
+        ``replay_device``, tensors stay where they are: the buffer copies them once). Reads
         only the samples and the settings: in async mode it runs in the memory copier."""
+        host = self.replay_device is None
         fields = dict(
             observation=samples.env.observation,
             action=samples.agent.action,
@@ -361,9 +386,11 @@ class ReplayAlgo(Generic[AgentT]):
             done=samples.env.done,
         )
         if self.bootstrap_timelimit:
-            fields["timeout"] = _timeout(samples.env.env_info, "samples.env")
-            return numpify_buffer(SamplesToBufferTl(**fields))
-        return numpify_buffer(SamplesToBuffer(**fields))
+            fields["timeout"] = _timeout(samples.env.env_info, "samples.env", host)
+            stored = SamplesToBufferTl(**fields)
+        else:
+            stored = SamplesToBuffer(**fields)
+        return numpify_buffer(stored) if host else stored
 
     # ------------------------------------------------------------------ training
 
@@ -442,6 +469,11 @@ class ReplayAlgo(Generic[AgentT]):
         return self.batch_size
 
     def _to_device(self, batch: Any) -> Any:
+        """A replayed batch on the agent's device: as it is when the buffer gathered it there
+        (``replay_device``), else converted to tensors and copied."""
+        replay_device = getattr(self.replay_buffer, "device", None)
+        if replay_device is not None and replay_device == normalize_device(self._device):
+            return batch
         return buffer_to(torchify_buffer(batch), self._device)
 
     def update_itr_hyperparams(self, itr: int) -> None:

@@ -92,6 +92,7 @@ class SAC(QpgAlgo[SacAgentLike]):
         updates_per_sync: int = 1,
         bootstrap_timelimit: bool = True,
         ReplayBufferCls: Callable[..., BaseNStepReturnBuffer] | None = None,
+        replay_device: torch.device | str | None = None,
     ):
         super().__init__(
             discount=discount,
@@ -109,6 +110,7 @@ class SAC(QpgAlgo[SacAgentLike]):
             updates_per_sync=updates_per_sync,
             bootstrap_timelimit=bootstrap_timelimit,
             ReplayBufferCls=ReplayBufferCls,
+            replay_device=replay_device,
         )
         check_number("learning_rate", learning_rate, 0)
         if fixed_alpha is not None:

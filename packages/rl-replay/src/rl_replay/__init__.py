@@ -2,10 +2,11 @@
 ``ReplayBuffer`` (transitions) and ``SequenceReplayBuffer`` (sequences for recurrent
 agents), take the variants as options: uniform or ``prioritized`` (sum tree) sampling,
 ``frame_based`` storage, ``time_limit`` bootstrapping, ``shared_memory`` for asynchronous
-training.  rlpyt's class names remain, as those classes with some options' defaults set.
+training, ``device`` for storage as torch tensors on the training device.  rlpyt's class
+names remain, as those classes with some options' defaults set.
 
-Depends on numpy and rl-arrays.  Batches come out as namedarraytuples of numpy arrays;
-``rl_arrays.torchify_buffer`` turns them into torch tensors without copying.
+Depends on numpy and rl-arrays (torch for ``device``).  Batches come out as namedarraytuples
+of numpy arrays; ``rl_arrays.torchify_buffer`` turns them into torch tensors without copying.
 """
 
 from importlib.metadata import version as _version

@@ -22,8 +22,16 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from rl_arrays import AgentInputs, as_count, buffer_from_example, check_memory, np_mp_array
+from rl_arrays import (
+    AgentInputs,
+    as_count,
+    buffer_from_example,
+    check_memory,
+    np_mp_array,
+    numpify_buffer,
+)
 
+from . import _device
 from ._n_step import discount_return_n_step
 from ._prioritized import Prioritizer
 from ._rw_lock import RWLock
@@ -90,7 +98,8 @@ class BaseNStepReturnBuffer(BaseReplayBuffer):
     Options (keyword-only; None takes the class attribute of that name, which the rlpyt-named
     classes set): ``prioritized`` (with ``alpha`` 0.6, ``beta`` 0.4, ``default_priority`` 1,
     ``unique``, ``input_priorities``, ``input_priority_shift`` 0), ``frame_based``,
-    ``time_limit`` and ``shared_memory``; the package README says what each does.
+    ``time_limit``, ``shared_memory`` and ``device`` (None: numpy on the host; a torch
+    device: tensors there, batches gathered there); the package README says what each does.
     ``seed`` seeds the buffer's own random generator, saved with its state.
     """
 
@@ -118,6 +127,7 @@ class BaseNStepReturnBuffer(BaseReplayBuffer):
         input_priorities: bool | None = None,
         input_priority_shift: int | None = None,
         seed: int | None = None,
+        device: Any = None,
     ):
         cls = type(self)
         self.prioritized = cls.prioritized if prioritized is None else bool(prioritized)
@@ -137,6 +147,14 @@ class BaseNStepReturnBuffer(BaseReplayBuffer):
             raise ValueError(
                 f"{', '.join(priority_settings)} only apply with prioritized=True "
                 f"({cls.__name__} has prioritized=False)"
+            )
+        self.device = None if device is None else _device.as_device(device)
+        if self.device is not None and (self.frame_based or self.shared_memory):
+            option = "frame_based" if self.frame_based else "shared_memory"
+            raise ValueError(
+                f"device={device!r} cannot be combined with {option}=True: frame and "
+                "shared-memory buffers stay numpy on the host (store whole observations, "
+                "or use device=None)"
             )
         self._check_options()
         size, B, n_step_return = (  # 1e6 too, as rlpyt's scripts write replay_size
@@ -228,18 +246,28 @@ class BaseNStepReturnBuffer(BaseReplayBuffer):
         return example
 
     def _check_memory(self, stored: Any) -> None:
-        """Refuse (MemoryError, naming ``size``) a buffer the available memory cannot hold."""
+        """Refuse (MemoryError, naming ``size``) a buffer the available memory (of the
+        device, with ``device``) cannot hold."""
         step = sum(np.asarray(a).nbytes for a in flatten_arrays("", stored).values())
         if self.frame_based:
             step += np.asarray(self.example.observation)[0].nbytes
         if self.n_step_return > 1:
             step += 4 + 1 + int(self.time_limit)  # n-step return, done (and timeout)
+        free = None if self.device is None else _device.free_bytes(self.device)
+        if free is not None and self.size * step > free:
+            raise MemoryError(
+                f"size={self.size} needs {self.size * step:,} bytes on {self.device}, which has "
+                f"{free:,} free: size <= {free // step} would fit"
+            )
         hint = ""
         if not self.frame_based and getattr(self.example.observation, "ndim", 0) >= 3:
             hint = "stacked frames stored once (frame_based=True; DQN's frame_buffer) take less"
-        check_memory("size", self.size, step, hint)
+        if self.device is None or self.device.type == "cpu":
+            check_memory("size", self.size, step, hint)
 
     def _allocate(self, example: Any, T: int) -> Any:
+        if self.device is not None:
+            return _device.allocate(example, T, self.B, self.device)
         return buffer_from_example(example, (T, self.B), share_memory=self.shared_memory)
 
     # ---------------------------------------------------------------------------- cursor
@@ -318,6 +346,9 @@ class BaseNStepReturnBuffer(BaseReplayBuffer):
             self.samples_new_frames[idxs] = samples.observation[:, :, -1]
             if self.t + T_new > self.T - (self.n_frames - 1):
                 self.samples_frames[: self.n_frames - 1] = self.samples_frames[self.T :]
+        if self.device is not None:
+            _device.write(flatten_arrays("", self.samples), idxs, flatten_arrays("", stored))
+            return
         self.samples[idxs] = stored
 
     def _check_priorities(self, priorities: npt.ArrayLike | None) -> None:
@@ -344,6 +375,9 @@ class BaseNStepReturnBuffer(BaseReplayBuffer):
         n = self.n_step_return
         if n == 1:
             return
+        if self.device is not None:
+            self._compute_returns_on_device(T_new)
+            return
         t = self.t
         window = np.arange(t - (n - 1), t + T_new) % self.T
         reward, done = self.samples.reward[window], self.samples.done[window]
@@ -356,6 +390,30 @@ class BaseNStepReturnBuffer(BaseReplayBuffer):
             timeout = self.samples.timeout[window]
             timeout_n = timeout[:T_new].copy()
             done_before = done[:T_new].copy()
+            for k in range(1, n):
+                timeout_n |= timeout[k : k + T_new] & ~done_before
+                done_before |= done[k : k + T_new]
+            self.samples_timeout_n[dest] = timeout_n
+
+    def _compute_returns_on_device(self, T_new: int) -> None:
+        """``compute_returns`` in torch on the storage's device: the same operations in the
+        same order, so the stored values equal the host buffer's."""
+        import torch
+
+        n, t = self.n_step_return, self.t
+        window = torch.arange(t - (n - 1), t + T_new, device=self.device) % self.T
+        reward, done = self.samples.reward[window], self.samples.done[window]
+        dest = window[:T_new]
+        return_ = reward[:T_new].to(torch.promote_types(reward.dtype, torch.float32), copy=True)
+        done_n = done[:T_new].clone()
+        for k in range(1, n):
+            return_ += self.discount**k * reward[k : k + T_new] * ~done_n
+            done_n |= done[k : k + T_new]
+        self.samples_return_[dest], self.samples_done_n[dest] = return_.float(), done_n
+        if self.time_limit:
+            timeout = self.samples.timeout[window]
+            timeout_n = timeout[:T_new].clone()
+            done_before = done[:T_new].clone()
             for k in range(1, n):
                 timeout_n |= timeout[k : k + T_new] & ~done_before
                 done_before |= done[k : k + T_new]
@@ -426,10 +484,10 @@ class BaseNStepReturnBuffer(BaseReplayBuffer):
         self._prioritizer().beta = float(beta)
 
     def update_batch_priorities(self, priorities: npt.ArrayLike) -> None:
-        """New priorities for the last sampled batch, e.g. its absolute TD errors
-        (prioritized buffers)."""
+        """New priorities for the last sampled batch, e.g. its absolute TD errors, as an
+        array or a tensor on any device (prioritized buffers)."""
         with self._writing():
-            self._prioritizer().update_batch_priorities(priorities)
+            self._prioritizer().update_batch_priorities(numpify_buffer(priorities))
 
     # ------------------------------------------------------------------------- extraction
 
@@ -496,7 +554,7 @@ class BaseNStepReturnBuffer(BaseReplayBuffer):
     def state_dict(self) -> dict[str, np.ndarray]:
         """Copies of every array of the buffer's state, and its random generator's state."""
         with self._reading():
-            state = {key: np.array(value) for key, value in self._state_arrays().items()}
+            state = {key: _device.host_array(a) for key, a in self._state_arrays().items()}
         state["rng"] = np.array(json.dumps(self.rng.bit_generator.state))
         return state
 
@@ -509,12 +567,13 @@ class BaseNStepReturnBuffer(BaseReplayBuffer):
                 raise ValueError(f"the saved state lacks {sorted(missing)}")
             for key, array in arrays.items():
                 value = np.asarray(state[key])
-                if value.shape != array.shape or value.dtype != array.dtype:
+                shape, dtype = tuple(array.shape), _device.numpy_dtype(array)
+                if value.shape != shape or value.dtype != dtype:
                     raise ValueError(
                         f"saved {key} is {value.dtype}{value.shape}, this buffer holds "
-                        f"{array.dtype}{array.shape}: was it made with the same arguments?"
+                        f"{dtype}{shape}: was it made with the same arguments?"
                     )
-                array[...] = value
+                _device.load_into(array, value)
         self.rng.bit_generator.state = json.loads(str(state["rng"]))
 
     def save(self, path: str | os.PathLike[str]) -> None:
@@ -540,6 +599,8 @@ class BaseNStepReturnBuffer(BaseReplayBuffer):
     def __repr__(self) -> str:
         options = ("prioritized", "frame_based", "time_limit", "shared_memory")
         on = "".join(f", {name}=True" for name in options if getattr(self, name))
+        if self.device is not None:
+            on += f", device={str(self.device)!r}"
         return (
             f"{type(self).__name__}(T={self.T}, B={self.B}, n_step_return={self.n_step_return}"
             f"{on}, t={self.t}, written={self.t_total})"

@@ -58,6 +58,11 @@ class SequenceReplayBuffer(BaseNStepReturnBuffer):
             self._check_batch_T(batch_T)
 
     def _check_options(self) -> None:
+        if self.device is not None:
+            raise ValueError(
+                f"device={str(self.device)!r}: sequence buffers stay numpy on the host "
+                "(device= is an option of ReplayBuffer)"
+            )
         if self.time_limit:
             raise ValueError(
                 "time_limit=True: sequence batches carry no timeout; use a ReplayBuffer"

@@ -6,8 +6,9 @@ from typing import Any
 
 import numpy as np
 
-from rl_arrays import as_count
+from rl_arrays import AgentInputs, as_count
 
+from . import _device
 from ._base import BaseNStepReturnBuffer
 from ._schemas import (
     SamplesFromReplay,
@@ -24,8 +25,10 @@ class ReplayBuffer(BaseNStepReturnBuffer):
 
     ``ReplayBuffer(example, size, B, discount, n_step_return, *, prioritized, frame_based,
     time_limit, shared_memory, ...)``: options as in ``BaseNStepReturnBuffer``; any
-    combination works.  Batches are ``SamplesFromReplay`` (``...TL`` with ``time_limit``;
-    ``...Pri`` / ``...TLPri``, with importance weights, when prioritized).
+    combination works, and ``device`` (tensors on a torch device) with all but
+    ``frame_based`` and ``shared_memory``.  Batches are ``SamplesFromReplay`` (``...TL`` with
+    ``time_limit``; ``...Pri`` / ``...TLPri``, with importance weights, when prioritized):
+    numpy arrays, or with ``device`` tensors on it.
     """
 
     def extract_observation(self, T_idxs: np.ndarray, B_idxs: np.ndarray) -> np.ndarray:
@@ -36,8 +39,10 @@ class ReplayBuffer(BaseNStepReturnBuffer):
         """Training data at ``[T_idxs, B_idxs]``, with the targets ``n_step_return`` later.
 
         numpy arrays with leading dim ``len(T_idxs)``; ``rl_arrays.torchify_buffer`` turns
-        the batch into tensors without copying.
+        the batch into tensors without copying.  With ``device``: tensors gathered there.
         """
+        if self.device is not None:
+            return self._extract_on_device(T_idxs, B_idxs, self.device)
         s, n = self.samples, self.n_step_return
         target_T = (T_idxs + n) % self.T
         done_n = self.samples_done_n[T_idxs, B_idxs]
@@ -54,6 +59,36 @@ class ReplayBuffer(BaseNStepReturnBuffer):
             fields.update(
                 timeout=s.timeout[T_idxs, B_idxs],
                 timeout_n=self.samples_timeout_n[T_idxs, B_idxs],
+            )
+            return SamplesFromReplayTL(**fields)
+        return SamplesFromReplay(**fields)
+
+    def _extract_on_device(self, T_idxs: np.ndarray, B_idxs: np.ndarray, device: Any) -> Any:
+        """``extract_batch`` from tensors: the storage rows of every step read (computed on
+        the host, where the indices were drawn) moved in one transfer, then one gather per
+        field; a dozen operations whatever the batch size, none reading the device."""
+        s, n = self.samples, self.n_step_return
+        offsets = np.array([-1, n - 1, 0, n])[:, None]  # previous steps, then t and t + n
+        rows = ((np.asarray(T_idxs) + offsets) % self.T) * self.B + np.asarray(B_idxs)
+        rows = _device.as_tensor(rows, device)
+        observation = _device.gather(s.observation, rows[2:])  # at t and t + n
+        action = _device.gather(s.action, rows[:3])  # at t - 1, t + n - 1 and t
+        done = _device.gather(s.done, rows[:3])
+        started = done[:2]  # (the previous action and reward are 0 at an episode's start)
+        prev_action = _device.zero_where(action[:2], started)
+        prev_reward = _device.zero_where(_device.gather(s.reward, rows[:2]), started)
+        fields = dict(
+            agent_inputs=AgentInputs(observation[0], prev_action[0], prev_reward[0]),
+            action=action[2],
+            return_=_device.gather(self.samples_return_, rows[2]),
+            done=done[2],
+            done_n=_device.gather(self.samples_done_n, rows[2]),
+            target_inputs=AgentInputs(observation[1], prev_action[1], prev_reward[1]),
+        )
+        if self.time_limit:
+            fields.update(
+                timeout=_device.gather(s.timeout, rows[2]),
+                timeout_n=_device.gather(self.samples_timeout_n, rows[2]),
             )
             return SamplesFromReplayTL(**fields)
         return SamplesFromReplay(**fields)
@@ -92,8 +127,11 @@ class ReplayBuffer(BaseNStepReturnBuffer):
         with self._reading():
             T_idxs, B_idxs, is_weights = self._sample_by_priority(batch_B, self.n_step_return)
             batch = self.extract_batch(T_idxs, B_idxs)
+        weights: Any = is_weights
+        if self.device is not None:
+            weights = _device.as_tensor(is_weights, self.device)
         cls = SamplesFromReplayTLPri if self.time_limit else SamplesFromReplayPri
-        return cls(*batch, is_weights=is_weights)
+        return cls(*batch, is_weights=weights)
 
     def sample_batches(self, batch_B: int, n_batches: int) -> Any:
         """``n_batches`` independent uniform batches of ``batch_B`` transitions, each drawn
