@@ -22,7 +22,7 @@ ROOT = Path(__file__).parent
 PACKAGES = ROOT / "packages"
 TORCH = "torch==2.13.0"
 TEST_TOOLS = ["pytest", "hypothesis"]
-LINT_TOOLS = ["ruff", "import-linter", "mypy", "types-psutil"]
+LINT_TOOLS = ["ruff", "import-linter", "mypy", "types-psutil", "types-tqdm"]
 # The end-to-end tests' install: MuJoCo (InvertedPendulum, Hopper) and matplotlib (the trainer's
 # plots) come from the umbrella's own extras, so the tests also prove that the extras work.
 END_TO_END = "rl-suite[mujoco,plot]"
@@ -47,7 +47,7 @@ TEST_SPECS = [
 EXACT_INSTALLS = {"rl-arrays": {"rl-arrays", "numpy"}}
 INSTALLER = {"pip", "setuptools", "wheel"}
 
-nox.options.sessions = ["lint", "tests", "integration", "benchmarks"]
+nox.options.sessions = ["lint", "tests", "integration", "ray", "benchmarks"]
 nox.options.reuse_venv = "no"
 
 
@@ -230,9 +230,20 @@ COMPARISON_TESTS = ("test_asymmetric_ppo.py",)
 def integration(session: nox.Session) -> None:
     """Install every package (not editable) and run the end-to-end tests (learning tests with
     one seed each)."""
-    _install(session, END_TO_END, *TEST_TOOLS)
+    _install(session, END_TO_END, *TEST_TOOLS, "rsl-rl-lib")  # rsl_rl: test_rsl_rl_adapter.py
     comparisons = [f"--ignore={ROOT / 'integration_tests' / name}" for name in COMPARISON_TESTS]
     _pytest(session, ROOT / "integration_tests", *comparisons)
+    _discard_venv(session)
+
+
+@nox.session
+def ray(session: nox.Session) -> None:
+    """`rl-suite sweep --engine ray` with the umbrella's `ray` extra (and `plot`, for the sweep's
+    plot): tiny sweeps on a local Ray instance the tests start, a trial killed midway included
+    (about 2 minutes on 2 cores)."""
+    _install(session, "rl-suite[plot,ray]", *TEST_TOOLS)
+    tests = PACKAGES / "rl-suite" / "tests" / "test_ray_sweep.py"
+    session.run("pytest", str(tests), "-p", "no:cacheprovider", *session.posargs)
     _discard_venv(session)
 
 

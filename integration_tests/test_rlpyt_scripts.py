@@ -6,6 +6,7 @@ such as `1e3`, default settings left out), run for a few thousand steps. A scrip
 here would break for a user who moves from rlpyt."""
 
 import csv
+import os
 
 import numpy as np
 import pytest
@@ -219,6 +220,8 @@ def test_atari_dqn_async_serial_with_the_double_buffer_collector(tmp_path):
         log_interval_steps=1e3,
         affinity=affinity,
     )
+    cpus = os.sched_getaffinity(0)
     progress = train(runner, tmp_path, "async_dqn_" + GAME, dict(game=GAME))
     assert int(progress[-1]["CumSteps"]) >= 2000
     assert np.isfinite(float(progress[-1]["CumUpdates"]))
+    assert os.sched_getaffinity(0) == cpus  # (the affinity pinned this process while it ran)

@@ -121,11 +121,20 @@ def processes(affinity):
     return [(affinity, True)]
 
 
+def machine_cpus(n_cpu_core, hyperthread_offset=0, n_socket=1):
+    """The cpu ids a layout may use: each socket's first n_cpu_core / n_socket cores (of
+    max(n_cpu_core, hyperthread_offset) in all), and their hyperthreads."""
+    per_socket = n_cpu_core // n_socket
+    stride = max(n_cpu_core, hyperthread_offset) // n_socket
+    cores = {s * stride + i for s in range(n_socket) for i in range(per_socket)}
+    return cores | ({c + hyperthread_offset for c in cores} if hyperthread_offset else set())
+
+
 def check_run_slots(kwargs, n_slots):
     """The properties every valid configuration's slots have."""
-    n_cpu_core, offset = kwargs["n_cpu_core"], kwargs.get("hyperthread_offset", 0)
+    offset = kwargs.get("hyperthread_offset", 0)
     pinned = kwargs.get("set_affinity", True)
-    ids = set(range(n_cpu_core)) | (set(range(offset, offset + n_cpu_core)) if offset else set())
+    ids = machine_cpus(kwargs["n_cpu_core"], offset, kwargs.get("n_socket", 1))
     cpus_of_slot, gpu_users = [], {}
     for slot in range(n_slots):
         code = encode_affinity(run_slot=slot, **kwargs)
@@ -256,17 +265,19 @@ def test_unpinned_runs_keep_their_worker_count():
             "sample_gpu_per_run=1 needs GPUs",
         ),
         (dict(n_cpu_core=4, sample_gpu_per_run=1), "only with async_sample"),
-        (dict(n_cpu_core=4, n_gpu=1, cpu_per_run=2), "cpu_per_run=2 applies only without GPUs"),
+        (dict(n_cpu_core=4, n_gpu=1, optim_sample_share_gpu=True), "only with async_sample"),
+        (dict(n_cpu_core=4, n_gpu=1, cpu_per_run=1.5), "cpu_per_run must be an int"),
         (dict(n_cpu_core=2, n_gpu=4), "n_cpu_core=2 cores cannot"),
         (dict(n_cpu_core=4, cpu_per_run=2, cpu_per_worker=3), "cpu_per_worker=3"),
         (dict(n_cpu_core=4, cpu_reserved=4), "cpu_reserved=4"),
         (dict(n_cpu_core=8, hyperthread_offset=4), "hyperthread_offset=4"),
         (dict(n_cpu_core=6, n_socket=4), "n_socket=4"),
+        (dict(n_cpu_core=4, hyperthread_offset=9, n_socket=2), "hyperthread_offset=9"),
         (dict(n_cpu_core=8, n_socket=2, cpu_per_run=6), "straddle sockets"),
         (dict(n_cpu_core=4, n_gpu=2, contexts_per_gpu=2, gpu_per_run=2), "contexts_per_gpu=2"),
         (
-            dict(n_cpu_core=4, n_gpu=2, async_sample=True, optim_sample_share_gpu=True),
-            "optim_sample_share_gpu",
+            dict(n_cpu_core=4, async_sample=True, optim_sample_share_gpu=True),
+            "optim_sample_share_gpu=True needs GPUs",
         ),
         (
             dict(n_cpu_core=4, n_gpu=1, async_sample=True, cpu_reserved=4, sample_gpu_per_run=0),
@@ -283,6 +294,161 @@ def test_impossible_requests_are_refused_by_name(kwargs, named):
     kwargs.setdefault("n_socket", 1)
     with pytest.raises(ValueError, match=named):
         encode_affinity(**kwargs)
+
+
+def test_cpu_per_run_is_ignored_with_gpus_as_in_rlpyt():
+    """rlpyt's default cpu_per_run=1 (and any value) is ignored with GPUs: the same code."""
+    plain = encode_affinity(n_cpu_core=8, n_gpu=2, gpu_per_run=1)
+    assert encode_affinity(n_cpu_core=8, n_gpu=2, cpu_per_run=1, gpu_per_run=1) == plain
+    for cpu_per_run in (0, 2, 8, 64, 4.0):
+        assert encode_affinity(n_cpu_core=8, n_gpu=2, cpu_per_run=cpu_per_run) == plain
+    for slot in (0, 1):
+        affinity = make_affinity(slot, False, n_cpu_core=8, n_gpu=2, cpu_per_run=1, gpu_per_run=1)
+        assert affinity == make_affinity(slot, False, n_cpu_core=8, n_gpu=2, gpu_per_run=1)
+        assert affinity.cuda_idx == slot and affinity.master_torch_threads == 4
+    assert n_run_slots(plain) == 2
+    with pytest.raises(ValueError, match="cpu_per_run must be an int >= 1 or None without GPUs"):
+        encode_affinity(n_cpu_core=8, cpu_per_run=0)
+
+
+def test_a_shared_gpu_overrides_sample_gpu_per_run_as_in_rlpyt():
+    kwargs = dict(n_cpu_core=8, n_gpu=2, async_sample=True, optim_sample_share_gpu=True)
+    kwargs.update(hyperthread_offset=0, n_socket=1)
+    code = encode_affinity(sample_gpu_per_run=1, **kwargs)
+    assert encode_affinity(sample_gpu_per_run=0, **kwargs) == code
+    assert encode_affinity(sample_gpu_per_run=2, **kwargs) == code
+    assert n_run_slots(code) == 2  # one GPU per run, the sampler's and the optimizer's
+    run = make_affinity(1, False, **kwargs)
+    assert run.sampler.cuda_idx == run.optimizer[0].cuda_idx == 1
+
+
+def test_runs_sharing_gpus_spread_over_the_gpus_first():
+    """rlpyt's order: slot k uses GPU k % n_gpu, so fewer runs than slots use every GPU."""
+    kwargs = dict(n_cpu_core=8, n_gpu=4, contexts_per_gpu=2, hyperthread_offset=0, n_socket=1)
+    slots = [make_affinity(s, False, **kwargs) for s in range(8)]
+    assert [a.cuda_idx for a in slots] == [0, 1, 2, 3, 0, 1, 2, 3]
+    assert [a.master_cpus for a in slots[:2]] == [[0], [2]]  # a GPU's runs on adjacent cores
+    assert slots[4].master_cpus == [1]
+
+
+def test_a_larger_machine_s_sockets_follow_hyperthread_offset():
+    """rlpyt's example_7: 16 of 24 cores on 2 sockets, so socket 1's cores start at 12."""
+    kwargs = dict(n_cpu_core=16, n_gpu=8, hyperthread_offset=24, n_socket=2, gpu_per_run=2)
+    first, third = make_affinity(0, False, **kwargs), make_affinity(2, False, **kwargs)
+    assert [(p.master_cpus, p.cuda_idx) for p in first] == [
+        ([0, 1, 24, 25], 0),
+        ([2, 3, 26, 27], 1),
+    ]
+    assert [(p.master_cpus, p.cuda_idx) for p in third] == [
+        ([12, 13, 36, 37], 4),
+        ([14, 15, 38, 39], 5),
+    ]
+    assert third[1].workers_cpus == [[14, 38], [15, 39]]
+
+
+# rlpyt's documented and example calls (docs 17.3, examples/, experiments/scripts launch
+# files), unchanged, with the run slots rlpyt's get_n_run_slots gives them.
+RLPYT_CALLS = [
+    ("docs: 8 GPUs, 40 cores, 1 GPU per run", dict(n_cpu_core=40, n_gpu=8), 8),
+    ("docs: 2 GPUs per run", dict(n_cpu_core=40, n_gpu=8, gpu_per_run=2), 4),
+    ("example_6", dict(n_cpu_core=2, n_gpu=0, cpu_per_run=1, set_affinity=True), 2),
+    (
+        "example_7",
+        dict(n_cpu_core=16, n_gpu=8, hyperthread_offset=24, n_socket=2, gpu_per_run=2),
+        4,
+    ),
+    (
+        "atari_dqn_async_cpu",
+        dict(n_cpu_core=3, n_gpu=1, sample_gpu_per_run=0, async_sample=True),
+        1,
+    ),
+    (
+        "atari_dqn_async_gpu",
+        dict(
+            n_cpu_core=8,
+            n_gpu=2,
+            gpu_per_run=1,
+            sample_gpu_per_run=1,
+            async_sample=True,
+            optim_sample_share_gpu=False,
+        ),
+        1,
+    ),
+    (
+        "atari_dqn_async_serial",
+        dict(n_cpu_core=2, n_gpu=1, sample_gpu_per_run=0, async_sample=True),
+        1,
+    ),
+    (
+        "launch_mujoco_td3_serial",
+        dict(n_cpu_core=4, n_gpu=4, contexts_per_gpu=1, cpu_per_run=1, hyperthread_offset=20),
+        4,
+    ),
+    (
+        "launch_mujoco_sac_serial",
+        dict(
+            n_cpu_core=8,
+            n_gpu=4,
+            contexts_per_gpu=2,
+            cpu_per_run=1,
+            hyperthread_offset=20,
+            n_socket=1,
+        ),
+        8,
+    ),
+    (
+        "launch_mujoco_ddpg_td3_sac_serial",
+        dict(n_cpu_core=16, n_gpu=8, contexts_per_gpu=2, hyperthread_offset=24, n_socket=2),
+        16,
+    ),
+    (
+        "launch_mujoco_ddpg_cpu",
+        dict(n_cpu_core=2, n_gpu=0, cpu_per_run=2, hyperthread_offset=2, n_socket=1),
+        1,
+    ),
+    ("launch_atari_ff_a2c_gpu", dict(n_cpu_core=16, n_gpu=4, hyperthread_offset=20, n_socket=2), 4),
+    (
+        "launch_atari_dqn_async_gpu (shared GPU, sample_gpu_per_run=0)",
+        dict(
+            n_cpu_core=24,
+            n_gpu=8,
+            async_sample=True,
+            sample_gpu_per_run=0,
+            gpu_per_run=1,
+            hyperthread_offset=24,
+            optim_sample_share_gpu=True,
+        ),
+        8,
+    ),
+    (
+        "launch_mujoco_sac_async_gpu",
+        dict(n_cpu_core=16, n_gpu=4, async_sample=True, sample_gpu_per_run=1),
+        2,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "kwargs, n_slots", [c[1:] for c in RLPYT_CALLS], ids=[c[0] for c in RLPYT_CALLS]
+)
+def test_rlpyt_calls_work_unchanged(monkeypatch, kwargs, n_slots):
+    # A fixed 48-core machine without hyperthreads for the arguments left to detection.
+    monkeypatch.setattr("rl_launch._affinity.detect_hardware", lambda: Hardware(48, 0, 1, None))
+    code = encode_affinity(**kwargs)
+    assert n_run_slots(code) == n_slots
+    check_run_slots(kwargs, n_slots)
+    first = make_affinity(0, False, **kwargs)
+    if kwargs.get("n_gpu") and not kwargs.get("async_sample"):
+        gpus = [p.cuda_idx for p in (first if isinstance(first, list) else [first])]
+        assert gpus == list(range(kwargs.get("gpu_per_run", 1)))  # slot 0 starts at GPU 0
+
+
+def test_rlpyt_s_several_action_servers_are_refused_saying_so():
+    """rlpyt's R2D1 scripts ask for 2 or 3 action-server GPUs; our async samplers run one."""
+    with pytest.raises(ValueError, match="several action-server GPUs per run are not supported"):
+        encode_affinity(
+            n_cpu_core=40, n_gpu=4, async_sample=True, gpu_per_run=1, sample_gpu_per_run=2
+        )
 
 
 def test_a_bad_code_is_refused_by_name():

@@ -1,4 +1,3 @@
-import io
 import os
 import pickle
 import random
@@ -11,7 +10,6 @@ from rl_runners_toys import make
 
 from rl_runners import (
     MinibatchRl,
-    ProgBarCounter,
     atomic_write,
     companion_path,
     find_checkpoint,
@@ -172,34 +170,3 @@ def test_seeds():
     for bad in (-1, 1.5, True, "3"):
         with pytest.raises(ValueError, match="seed must be a non-negative int"):
             set_seed(bad)
-
-
-class Stream(io.StringIO):
-    def __init__(self, tty):
-        super().__init__()
-        self.tty = tty
-
-    def isatty(self):
-        return self.tty
-
-
-def test_progress_bar_on_a_terminal_and_in_a_log(monkeypatch):
-    terminal = Stream(tty=True)
-    bar = ProgBarCounter(10, stream=terminal)
-    bar._last_draw -= 1.0
-    bar.update(5)
-    assert "[" + "#" * 20 + "-" * 20 + "]  50%" in terminal.getvalue()
-    bar.stop()
-    assert terminal.getvalue().endswith("\r")
-    bar.update(6)  # ignored once stopped
-
-    log = Stream(tty=False)
-    bar = ProgBarCounter(4, stream=log)
-    for i in range(4):
-        bar.update(i + 1)
-    assert log.getvalue() == ""  # under text_interval_s: nothing written
-    bar._last_draw -= ProgBarCounter.text_interval_s
-    bar.update(2)
-    assert log.getvalue().startswith("progress: 2/4 (50%)") and log.getvalue().count("\n") == 1
-    with pytest.raises(ValueError, match="total_count"):
-        ProgBarCounter(0)

@@ -1,5 +1,6 @@
 import csv
 import math
+import os
 import sys
 import typing
 from types import SimpleNamespace
@@ -331,3 +332,14 @@ def test_a_failing_shutdown_does_not_hide_the_error(tmp_path):
     sampler.shutdown = shutdown
     with pytest.raises(RuntimeError, match="sampler failed at 0"):
         MinibatchRl(algo, agent, sampler, n_steps=16).train()
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="no CPU affinity here")
+def test_the_process_gets_its_cpus_and_threads_back_after_training(tmp_path):
+    """A runner pins the process that trains (master_cpus, master_torch_threads) while it
+    runs; a notebook or a test process that trains must not stay pinned afterwards."""
+    cpus, threads = os.sched_getaffinity(0), torch.get_num_threads()
+    affinity = {"master_cpus": [min(cpus)], "master_torch_threads": 1}
+    runner, _ = run(tmp_path, affinity=affinity)
+    assert runner.n_itr == 6  # (it ran)
+    assert (os.sched_getaffinity(0), torch.get_num_threads()) == (cpus, threads)

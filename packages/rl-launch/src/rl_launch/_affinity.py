@@ -1,11 +1,12 @@
 """Hardware affinity: split a machine's cores (and GPUs) into run slots, and say which cpus,
 torch threads and GPU each process of a run uses.
 
-The machine model is rlpyt's: physical cores are numbered ``0 .. n_cpu_core - 1``, core ``c``'s
-second hardware thread (if used) is ``c + hyperthread_offset``, and the cores are split evenly
-and in order over ``n_socket`` sockets.  ``encode_affinity`` turns the resources and the share
-of each run into a short code (a command-line argument); ``affinity_from_code`` turns a code
-that names a run slot into the dicts the samplers and runners read.
+The machine model is rlpyt's: the machine has ``max(n_cpu_core, hyperthread_offset)`` physical
+cores numbered in order, socket by socket; the ``n_cpu_core`` used are split evenly over the
+``n_socket`` sockets, the first ones of each; core ``c``'s second hardware thread (if used) is
+``c + hyperthread_offset``.  ``encode_affinity`` turns the resources and the share of each run
+into a short code (a command-line argument); ``affinity_from_code`` turns a code that names a
+run slot into the dicts the samplers and runners read.
 """
 
 from __future__ import annotations
@@ -147,7 +148,7 @@ class _Spec:
     n_gpu: int
     contexts_per_gpu: int
     gpu_per_run: int
-    cpu_per_run: int  # 0 with GPUs: a run's cores then follow from the GPUs
+    cpu_per_run: int  # 0 with GPUs: a run's cores then follow from the GPUs (rlpyt ignores it)
     cpu_per_worker: int
     cpu_reserved: int
     hyperthread_offset: int
@@ -273,6 +274,11 @@ def _check_spec(s: _Spec) -> None:
         )
     if s.n_cpu_core % s.n_socket:
         raise ValueError(f"n_cpu_core={s.n_cpu_core} is not a multiple of n_socket={s.n_socket}")
+    if s.hyperthread_offset > s.n_cpu_core and s.hyperthread_offset % s.n_socket:
+        raise ValueError(
+            f"hyperthread_offset={s.hyperthread_offset} (the machine's cores) is not a multiple "
+            f"of n_socket={s.n_socket}"
+        )
     if not s.async_sample:
         for name, default in (("sample_gpu_per_run", 0), ("optim_sample_share_gpu", False)):
             if getattr(s, name) != default:
@@ -309,7 +315,8 @@ def _check_spec(s: _Spec) -> None:
         if s.sample_gpu_per_run > 1:
             raise ValueError(
                 f"sample_gpu_per_run={s.sample_gpu_per_run}: the async samplers run one action "
-                "server, on one GPU (use 0 or 1)"
+                "server, on one GPU (rlpyt's several action-server GPUs per run are not "
+                "supported); use 1, 0 (a CPU sampler) or optim_sample_share_gpu=True"
             )
         if s.optim_sample_share_gpu and s.sample_gpu_per_run == 0:
             raise ValueError(
@@ -381,7 +388,12 @@ def slot_layout(s: _Spec) -> list[_Slot]:
             slots.append(_Slot(optimizers, sampler))
     else:
         n_slots = s.n_gpu * s.contexts_per_gpu // s.gpu_per_run
-        for i, block in enumerate(_even_blocks(s.n_cpu_core, n_slots)):
+        blocks = _even_blocks(s.n_cpu_core, n_slots)
+        for run in range(n_slots):
+            i = run  # rlpyt's order with contexts: every GPU's first run, then the second ...
+            if s.contexts_per_gpu > 1:  # (so fewer runs than slots still spread over the GPUs)
+                i = (run % s.n_gpu) * s.contexts_per_gpu + run // s.n_gpu
+            block = blocks[i]
             size = len(block) // s.gpu_per_run
             processes = [
                 _Proc(
@@ -420,9 +432,14 @@ def _check_slot(s: _Spec, slot: _Slot, n_optim_cores: int) -> None:
 
 # ----------------------------------------------------------------------------- the dicts
 def _threads(s: _Spec, cores: tuple[int, ...]) -> list[int]:
-    """The logical cpu ids of ``cores``: each core, and its hyperthread if used."""
-    extra = [c + s.hyperthread_offset for c in cores] if s.hyperthread_offset else []
-    return sorted([*cores, *extra])
+    """The logical cpu ids of ``cores`` (the used ones, numbered 0 .. n_cpu_core - 1): each
+    core's id on the machine (which skips the unused cores at each socket's end), and its
+    hyperthread's if used."""
+    per_socket = s.n_cpu_core // s.n_socket
+    stride = max(s.n_cpu_core, s.hyperthread_offset) // s.n_socket  # the machine's, per socket
+    ids = [c // per_socket * stride + c % per_socket for c in cores]
+    extra = [c + s.hyperthread_offset for c in ids] if s.hyperthread_offset else []
+    return sorted([*ids, *extra])
 
 
 def _sampling_affinity(s: _Spec, p: _Proc) -> AffinityDict:
@@ -526,8 +543,11 @@ def encode_affinity(
 
     ``n_cpu_core`` (physical cores), ``hyperthread_offset`` and ``n_socket`` default to this
     machine's (``detect_hardware``).  Without GPUs each run gets ``cpu_per_run`` cores (all of
-    them by default); with GPUs each run gets ``gpu_per_run`` GPUs (or a 1/``contexts_per_gpu``
-    share of one) and the cores are split evenly over the runs.  Each sampling process keeps
+    them by default; rlpyt's default was 1); with GPUs each run gets ``gpu_per_run`` GPUs (or a
+    1/``contexts_per_gpu`` share of one), the cores are split evenly over the runs and
+    ``cpu_per_run`` is ignored, as rlpyt did.  With ``async_sample`` and
+    ``optim_sample_share_gpu`` the sampler serves on the optimizer's first GPU and
+    ``sample_gpu_per_run`` is ignored (rlpyt: it overrides).  Each sampling process keeps
     its first ``cpu_reserved`` cores out of its workers (async: the optimizer gets
     ``max(cpu_reserved, 1)`` cores per GPU), and has one worker per ``cpu_per_worker`` cores,
     twice that with ``alternating``.  ``run_slot`` names one run's share (the launcher adds it);
@@ -546,10 +566,18 @@ def encode_affinity(
             per_socket = machine.n_cpu_core // machine.n_socket
             whole = isinstance(n_cpu_core, int) and n_cpu_core % per_socket == 0
             n_socket = max(n_cpu_core // per_socket, 1) if whole else 1
-    if cpu_per_run is None:
-        cpu_per_run = n_cpu_core if n_gpu == 0 else 0
+    n_gpu = check_int("n_gpu", n_gpu, 0)
+    if n_gpu:  # rlpyt's meaning (its default was 1): the GPUs decide the runs and their cores
+        if cpu_per_run is not None:
+            check_int("cpu_per_run", cpu_per_run, 0)
+        cpu_per_run = 0
+    elif cpu_per_run is None:
+        cpu_per_run = n_cpu_core
     elif cpu_per_run == 0:
-        raise ValueError("cpu_per_run must be an int >= 1 or None, got 0")
+        raise ValueError("cpu_per_run must be an int >= 1 or None without GPUs, got 0")
+    if async_sample is True and optim_sample_share_gpu is True and n_gpu:
+        check_int("sample_gpu_per_run", sample_gpu_per_run, 0)
+        sample_gpu_per_run = 1  # rlpyt: sharing overrides it (the optimizer's GPU serves)
     spec = _Spec(
         n_cpu_core=n_cpu_core,
         n_gpu=n_gpu,

@@ -14,13 +14,13 @@ from importlib.metadata import version
 from ._async_rl import AsyncRl, AsyncRlBase, AsyncRlEval
 from ._checkpoint import atomic_write, companion_path, find_checkpoint, load_checkpoint
 from ._checkpointer import CHECKPOINT_FORMAT, Checkpointer, read_checkpoint
+from ._console import ProgBarCounter
 from ._evaluator import Evaluator
 from ._group import ProcessGroup, SingleProcess
 from ._logger import SNAPSHOT_MODES, Logger, logger, logger_context
 from ._minibatch_rl import MinibatchRl, MinibatchRlBase, MinibatchRlEval
 from ._modes import AgentModes
 from ._on_policy import DeployedPolicy, OnPolicyRunner
-from ._prog_bar import ProgBarCounter
 from ._progress import Progress, TrajWindow
 from ._protocols import (
     AgentProtocol,

@@ -322,7 +322,7 @@ class AsyncRl(MinibatchRl):
         self._opt_calls = 0
         self._launch(double_buffer, replay_buffer, n_itr)
         # Only now: children inherit the CPU affinity, and CUDA must not precede a fork.
-        set_master_affinity(self.affinity)
+        self._restore_affinity = set_master_affinity(self.affinity)
         self.agent.to_device(self.affinity.get("cuda_idx"))
         self.algo.optim_initialize(rank=0)
         self.modes.switch("train", 0)
@@ -568,6 +568,8 @@ class AsyncRl(MinibatchRl):
         if self.progress is not None:
             self.progress.pbar.stop()
         self._stop_children()
+        if self._restore_affinity is not None:
+            self._restore_affinity()
         done = self._done_itrs() >= self.n_itr or self.stop_reached
         logger.log("Training complete." if done else "Runner stopped.")
 

@@ -136,7 +136,7 @@ class Checkpointer:
         if path is None:
             return
         self.write(runner, path, itr, lambda p, pickles: logger.save_itr_params(itr, p, pickles))
-        logger.log(f"Saved snapshot {path.name}.")
+        logger.debug(f"Saved snapshot {path.name}.")
 
     def write(
         self,

@@ -55,12 +55,12 @@ class Evaluator:
         """``(trajectory infos, seconds it took)`` of an evaluation after iteration ``itr``."""
         if self.skips(itr, min_itr_learn):
             return [], 0.0
-        logger.log("Evaluating agent...")
+        logger.debug("Evaluating agent...")
         modes.switch("eval", itr)
         start = time.time()
         traj_infos = list(sampler.evaluate_agent(itr))
         eval_time = time.time() - start
-        logger.log("Evaluation runs complete.")
+        logger.debug("Evaluation runs complete.")
         return traj_infos, eval_time
 
     def account(self, traj_infos: Sequence[Any] | None, eval_time: float) -> list[Any]:

@@ -1,5 +1,6 @@
-"""The logger: text lines to the terminal and ``debug.log``, one row of diagnostics per log
-interval to the terminal, ``progress.csv`` and (optionally) TensorBoard, and snapshots.
+"""The logger: text lines to the terminal and ``debug.log``; one row of diagnostics per log
+interval to ``debug.log`` (the table), ``progress.csv``, (optionally) TensorBoard and the
+terminal (a summary line, or the table when verbose); and snapshots.
 
 ``logger`` is one shared instance used like rlpyt's logger module
 (``logger.record_tabular(...)``, ``logger.dump_tabular()``, ``logger.log(...)``);
@@ -24,9 +25,10 @@ import numpy as np
 from rl_arrays import as_count
 
 from ._checkpoint import atomic_write, companion_path, ctrl_c_deferred, save_pickle, save_torch
+from ._console import print_line
 from ._values import plain
 
-__all__ = ["SNAPSHOT_MODES", "Logger", "logger", "logger_context"]
+__all__ = ["SNAPSHOT_MODES", "Logger", "logger", "logger_context", "summary_line"]
 
 SNAPSHOT_MODES = ("none", "last", "all", "gap")
 
@@ -43,6 +45,46 @@ def _format(value: Any) -> str:
     return str(value)
 
 
+def _clock(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours:d}:{minutes:02d}:{secs:02d}"
+
+
+def _column(row: Mapping[str, Any], name: str) -> Any:
+    """The number in column ``name``, also under a prefix (``Diagnostics/Iteration``);
+    None when there is none (or NaN)."""
+    for key, value in row.items():
+        head = key[: -len(name)] if key.endswith(name) else None
+        if head is not None and not (head and head[-1].isalnum()):
+            return value if _is_number(value) and not math.isnan(value) else None
+    return None
+
+
+def summary_line(row: Mapping[str, Any], total_steps: int | None = None) -> str | None:
+    """The terminal's line for a runner's row: iteration, steps, steps/s, average return,
+    time elapsed and left (``-`` when unknown); None for a row without ``Iteration``."""
+    itr = _column(row, "Iteration")
+    if itr is None:
+        return None
+    steps, speed = _column(row, "CumSteps"), _column(row, "StepsPerSecond")
+    ret, elapsed = _column(row, "ReturnAverage"), _column(row, "CumTime (s)")
+    left = None
+    if total_steps and steps and elapsed is not None:
+        left = elapsed * max(total_steps - steps, 0) / steps
+    of_total = f"/{total_steps:,}" if total_steps else ""
+    return " | ".join(
+        [
+            f"itr {itr}",
+            f"steps {'-' if steps is None else f'{steps:,}'}{of_total}",
+            f"{'-' if speed is None else f'{speed:,.0f}'} steps/s",
+            f"return {'-' if ret is None else f'{ret:.2f}'}",
+            f"elapsed {'-' if elapsed is None else _clock(elapsed)}",
+            f"left {'-' if left is None else _clock(left)}",
+        ]
+    )
+
+
 def _csv_line(values: Sequence[Any]) -> str:
     buf = io.StringIO()
     csv.writer(buf, lineterminator="\n").writerow(values)
@@ -53,7 +95,8 @@ class Logger:
     """Text log, tabular diagnostics and snapshots (see the module).
 
     Without outputs (outside ``logger_context``) text and tables go to stdout only and
-    ``save_itr_params`` writes nothing.
+    ``save_itr_params`` writes nothing. The terminal shows each runner's row as one summary
+    line unless ``set_verbose(True)``; ``debug.log`` gets the table either way.
     """
 
     def __init__(self) -> None:
@@ -70,21 +113,41 @@ class Logger:
         self._snapshot_dir: Path | None = None
         self._snapshot_mode = "none"
         self._snapshot_gap = 1
+        self._verbose = False
 
     # ---------------------------------------------------------------- text
     def log(self, s: str, with_prefix: bool = True, with_timestamp: bool = True) -> None:
         """Print ``s`` (with the current prefixes and a timestamp) and append it to
         ``debug.log`` when one is open."""
+        self._write(self._line(s, with_prefix, with_timestamp), terminal=True)
+
+    def debug(self, s: str, with_prefix: bool = True, with_timestamp: bool = True) -> None:
+        """``log`` a detail: to ``debug.log``, and to the terminal only when verbose."""
+        self._write(self._line(s, with_prefix, with_timestamp), terminal=self._verbose)
+
+    def _line(self, s: str, with_prefix: bool, with_timestamp: bool) -> str:
         line = str(s)
         if with_prefix:
             line = "".join(self._prefixes) + line
         if with_timestamp:
             stamp = datetime.datetime.now().strftime("%Y-%m-%d %H:%M:%S.%f")
             line = f"{stamp} | {line}"
-        print(line, flush=True)
+        return line
+
+    def _write(self, line: str, terminal: bool) -> None:
+        if terminal:
+            print_line(line)
         if self._text_file is not None:
             self._text_file.write(line + "\n")
             self._text_file.flush()
+
+    def set_verbose(self, verbose: bool) -> None:
+        """``True``: the terminal shows each row's whole table and the ``debug`` lines too
+        (as ``debug.log`` does); ``False`` (the default): a summary line per row."""
+        self._verbose = bool(verbose)
+
+    def get_verbose(self) -> bool:
+        return self._verbose
 
     def push_prefix(self, prefix: str) -> None:
         self._prefixes.append(prefix)
@@ -149,17 +212,22 @@ class Logger:
         """The step at which the next row's TensorBoard scalars are written."""
         self._iteration = int(itr)
 
-    def dump_tabular(self) -> None:
-        """Write the recorded row: a table on the terminal (and ``debug.log``), a row of
-        ``progress.csv`` and TensorBoard scalars; then start an empty row."""
+    def dump_tabular(self, total_steps: int | None = None) -> None:
+        """Write the recorded row: a table in ``debug.log``, a summary line on the terminal
+        (``summary_line``; the table when verbose or when the row has no ``Iteration``), a row
+        of ``progress.csv`` and TensorBoard scalars; then start an empty row.
+        ``total_steps``: the steps the run is to reach, for the time left."""
         row, self._tabular = self._tabular, {}
         if not row:
             return
+        summary = summary_line(row, total_steps)
         width = max(len(k) for k in row)
         rule = "-" * (width + 2 + max(len(_format(v)) for v in row.values()))
         lines = [rule] + [f"{k:<{width}}  {_format(v)}" for k, v in row.items()] + [rule]
         for line in lines:
-            self.log(line, with_prefix=False, with_timestamp=False)
+            self._write(line, terminal=self._verbose or summary is None)
+        if summary is not None:
+            self._write(summary, terminal=True)
         if self._csv_path is not None:
             self._write_row(row)
         if self._summary_writer is not None:

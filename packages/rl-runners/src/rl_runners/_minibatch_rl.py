@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, cast
 
 import psutil
@@ -34,21 +34,35 @@ __all__ = [
 ]
 
 
-def set_master_affinity(affinity: Mapping[str, Any]) -> None:
-    """This process's CPUs (``master_cpus``) and torch threads (``master_torch_threads``)."""
+def set_master_affinity(affinity: Mapping[str, Any]) -> Callable[[], None]:
+    """This process's CPUs (``master_cpus``) and torch threads (``master_torch_threads``);
+    returns what puts back the ones it had (a runner does at shutdown, so that a process
+    that trains, a notebook or a test, is not left pinned)."""
     process = psutil.Process()
     cpus = affinity.get("master_cpus")
+    threads_before = torch.get_num_threads()
+    try:
+        cpus_before: list[int] | None = process.cpu_affinity()
+    except AttributeError:  # macOS has no CPU affinity
+        cpus_before = None
     try:
         if cpus is not None and affinity.get("set_affinity", True):
             process.cpu_affinity(list(cpus))
         cpu_affinity: list[int] | str = process.cpu_affinity()
     except AttributeError:  # macOS has no CPU affinity
         cpu_affinity = "unavailable"
-    logger.log(f"Runner master CPU affinity: {cpu_affinity}.")
+    logger.debug(f"Runner master CPU affinity: {cpu_affinity}.")
     threads = affinity.get("master_torch_threads")
     if threads is not None:
         torch.set_num_threads(int(threads))
-    logger.log(f"Runner master Torch threads: {torch.get_num_threads()}.")
+    logger.debug(f"Runner master Torch threads: {torch.get_num_threads()}.")
+
+    def restore() -> None:
+        if cpus_before is not None:
+            process.cpu_affinity(cpus_before)
+        torch.set_num_threads(threads_before)
+
+    return restore
 
 
 def mid_batch_reset(sampler: object) -> bool:
@@ -138,6 +152,7 @@ class MinibatchRl:
         self.log_interval_itrs = max(self.log_interval_steps // self.itr_batch_size, 1)
         self.n_itr = 0 if self.n_steps is None else self._rounded_n_itr()
         self.progress: Progress | None = None  # (made at startup)
+        self._restore_affinity: Callable[[], None] | None = None  # (set at startup)
         self.stop_reached = False  # an evaluation reached the evaluator's stop_return
         self.min_itr_learn = 0
 
@@ -169,7 +184,7 @@ class MinibatchRl:
     def startup(self) -> int:
         """Seed everything, initialize the sampler (which initializes the agent), move the
         agent to its device, initialize the algorithm and the logging; returns ``n_itr``."""
-        set_master_affinity(self.affinity)
+        self._restore_affinity = set_master_affinity(self.affinity)
         if self.seed is None:
             self.seed = make_seed()
         set_seed(self.seed + self.rank)  # (ranks of a multi-process run explore differently)
@@ -236,7 +251,7 @@ class MinibatchRl:
             with logger.prefix("itr #0 "):
                 self.log_diagnostics(0, *self.evaluate_agent(0))
         elif self.rank == 0:
-            logger.log(f"Optimizing over {self.log_interval_itrs} iterations.")
+            logger.debug(f"Optimizing over {self.log_interval_itrs} iterations.")
 
     def _iterate(self, stop_itr: int) -> None:
         """The iterations up to ``stop_itr`` (exclusive): act and step in the sampler, update,
@@ -364,6 +379,8 @@ class MinibatchRl:
         if self.progress is not None:
             self.progress.pbar.stop()
         self.sampler.shutdown()
+        if self._restore_affinity is not None:
+            self._restore_affinity()
         if self.rank == 0:
             done = self._done_itrs() >= self.n_itr or self.stop_reached
             logger.log("Training complete." if done else "Runner stopped.")

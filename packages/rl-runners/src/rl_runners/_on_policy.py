@@ -21,9 +21,9 @@ import torch
 from rl_arrays import buffer_to, torchify_buffer
 
 from ._checkpointer import read_checkpoint, write_checkpoint
+from ._console import ProgBarCounter
 from ._logger import logger
 from ._minibatch_rl import MinibatchRl
-from ._prog_bar import ProgBarCounter
 from ._protocols import AgentProtocol, AlgoProtocol, SamplerProtocol
 from ._values import positive_int
 
@@ -226,7 +226,7 @@ class OnPolicyRunner(MinibatchRl):
                 self._startup()
             else:
                 self._resume_clock()
-                logger.log(f"Optimizing over {self.log_interval_itrs} iterations.")
+                logger.debug(f"Optimizing over {self.log_interval_itrs} iterations.")
                 assert self.progress is not None
                 self.progress.pbar = ProgBarCounter(self.log_interval_itrs)
             progress = self.progress

@@ -8,8 +8,8 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
+from ._console import ProgBarCounter
 from ._logger import logger
-from ._prog_bar import ProgBarCounter
 from ._protocols import AlgoProtocol, AsyncAlgoProtocol
 from ._values import traj_record
 
@@ -135,7 +135,7 @@ class Progress:
         for key, values in self.opt_infos.items():
             logger.record_tabular_misc_stat(key, values)
         self.opt_infos = {k: [] for k in self.opt_infos}
-        logger.dump_tabular()
+        logger.dump_tabular(total_steps=self.stop_itr * self.itr_batch_size)
         self.last_update_counter = self.updates()
         self.last_log_next_itr = self.next_itr
 
@@ -165,7 +165,7 @@ class Progress:
     def next_interval(self) -> None:
         """After a row: announce the next interval, if iterations are left."""
         if self.next_itr < self.stop_itr:
-            logger.log(f"Optimizing over {self.log_interval_itrs} iterations.")
+            logger.debug(f"Optimizing over {self.log_interval_itrs} iterations.")
             self.pbar = ProgBarCounter(self.log_interval_itrs)
 
     def state(self) -> dict[str, Any]:

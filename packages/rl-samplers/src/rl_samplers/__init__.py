@@ -44,6 +44,7 @@ from ._gpu import (
 )
 from ._gym import EnvInfoWrapper, GymEnvWrapper, GymSpaceWrapper, make
 from ._parallel import CpuSampler, ParallelSamplerBase
+from ._rsl_rl import RslRlVecEnvAdapter
 from ._serial import SerialSampler
 from ._spaces import Composite, FloatBox, IntBox, Space
 from ._torch_envs import TorchCartPole, TorchPendulum
@@ -92,6 +93,7 @@ __all__ = [
     "IntBox",
     "NoOverlapAlternatingSampler",
     "ParallelSamplerBase",
+    "RslRlVecEnvAdapter",
     "SamplerAgent",
     "SerialEvalCollector",
     "SerialSampler",

@@ -4,13 +4,34 @@ there."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 # The environment `train ALGO` uses without --env: the continuous-action algorithms get one with
 # continuous actions (the others CartPole-v1).
 DEFAULT_ENVS = {"ddpg": "Pendulum-v1", "td3": "Pendulum-v1", "sac": "Pendulum-v1"}
+
+
+VERBOSE_HELP = "print the whole diagnostics table at each log interval, not one summary line"
+RUN_OR_CHECKPOINT_HELP = (
+    "a run directory (its latest checkpoint), or one of its checkpoint files (itr_<n>.pt)"
+)
+
+
+@contextlib.contextmanager
+def _console(verbose: bool) -> Iterator[None]:
+    """--verbose: the logger prints each row's whole table (as debug.log has it) for the block."""
+    from rl_runners import logger
+
+    saved = logger.get_verbose()
+    logger.set_verbose(saved or verbose)
+    try:
+        yield
+    finally:
+        logger.set_verbose(saved)
 
 
 def _positive_int(text: str) -> int:
@@ -42,14 +63,20 @@ def _parser() -> argparse.ArgumentParser:
     )
     train.add_argument(
         "--env",
-        help="environment id: a gymnasium id, or atari:<game> (default CartPole-v1; "
-        "Pendulum-v1 for ddpg, td3 and sac)",
+        help="environment id: a gymnasium id, atari:<game>, or batched: torch:cartpole, "
+        "torch:pendulum, vec:<gymnasium id> (default CartPole-v1; Pendulum-v1 for ddpg, td3 "
+        "and sac)",
     )
     train.add_argument("--steps", type=_positive_int, help="environment steps to train for")
     train.add_argument("--seed", type=int, help="random seed (also names the run: run_<seed>)")
     train.add_argument("--log-dir", help="where the run directory goes (default runs/ALGO-ENV)")
-    train.add_argument("--sampler", choices=["serial", "cpu", "gpu"], help="how envs are stepped")
+    train.add_argument(
+        "--sampler", choices=["serial", "cpu", "gpu", "batched"], help="how envs are stepped"
+    )
     train.add_argument("--workers", type=_positive_int, help="worker processes (cpu / gpu)")
+    train.add_argument(
+        "--num-envs", type=_positive_int, help="environments stepped together (sampler.batch_B)"
+    )
     train.add_argument("--device", help="cpu (default), cuda or cuda:N")
     train.add_argument(
         "--processes",
@@ -73,9 +100,10 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument(
         "--dry-run", action="store_true", help="print the configuration and build the run only"
     )
+    train.add_argument("--verbose", action="store_true", help=VERBOSE_HELP)
 
     evaluate = commands.add_parser("eval", help="play episodes with a run's trained agent")
-    evaluate.add_argument("run_dir", metavar="RUN_DIR")
+    evaluate.add_argument("run_dir", metavar="RUN_DIR", help=RUN_OR_CHECKPOINT_HELP)
     evaluate.add_argument("--episodes", type=_positive_int, default=10, help="(default 10)")
     evaluate.add_argument(
         "--deterministic", action="store_true", help="greedy actions instead of sampled ones"
@@ -83,7 +111,8 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--seed", type=int, default=12345, help="environment seed")
 
     resume = commands.add_parser("resume", help="continue a stopped run from its checkpoint")
-    resume.add_argument("run_dir", metavar="RUN_DIR")
+    resume.add_argument("run_dir", metavar="RUN_DIR", help=RUN_OR_CHECKPOINT_HELP)
+    resume.add_argument("--verbose", action="store_true", help=VERBOSE_HELP)
 
     sweep = commands.add_parser(
         "sweep",
@@ -93,6 +122,18 @@ def _parser() -> argparse.ArgumentParser:
     )
     sweep.add_argument("config_file", metavar="CONFIG", help="the sweep file (JSON)")
     sweep.add_argument("--log-dir", help="the sweep directory (default: the file's log_dir)")
+    sweep.add_argument(
+        "--engine",
+        choices=["local", "ray"],
+        default="local",
+        help="local: rl-launch's queue on this machine (default); ray: Ray Tune trials, on "
+        "this machine or a Ray cluster (pip install 'rl-suite[ray]')",
+    )
+    sweep.add_argument(
+        "--address",
+        help="(--engine ray) the Ray cluster to join, as ray.init takes it: HOST:PORT or auto "
+        "(default: a cluster `ray start` started on this machine, else a new local one)",
+    )
     sweep.add_argument(
         "--dry-run", action="store_true", help="check the file and list the runs; start nothing"
     )
@@ -133,7 +174,7 @@ def _train_config(args: argparse.Namespace) -> dict:
     preset = args.preset
     if preset is None:
         preset = default_preset(args.algo, args.env or DEFAULT_ENVS.get(args.algo, "CartPole-v1"))
-    sampler = {"kind": args.sampler, "workers": args.workers}
+    sampler = {"kind": args.sampler, "workers": args.workers, "batch_B": args.num_envs}
     config = make_config(
         preset,
         algo=args.algo,
@@ -191,18 +232,25 @@ def _evaluate(args: argparse.Namespace) -> None:
 def _sweep(args: argparse.Namespace) -> int:
     from ._sweep import load_sweep, run_sweep, sweep_report
 
-    sweep = load_sweep(args.config_file, args.log_dir)
+    if args.address is not None and args.engine != "ray":
+        raise ValueError("--address is for --engine ray (the Ray cluster to run on)")
+    sweep = load_sweep(args.config_file, args.log_dir, engine=args.engine)
     n_runs = len(sweep.variants) * sweep.seeds
+    if sweep.engine == "ray":
+        gpus = f", {sweep.gpu_per_run:g} GPU" if sweep.gpu_per_run else ""
+        at_once = f"as Ray Tune trials of {sweep.cpu_per_run} CPU{gpus} each"
+    else:
+        at_once = f"{sweep.n_slots} at a time"
     print(
         f"sweep {sweep.title}: {len(sweep.variants)} variants x {sweep.seeds} seeds = {n_runs} "
-        f"runs, {sweep.n_slots} at a time, in {sweep.sweep_dir}",
+        f"runs, {at_once}, in {sweep.sweep_dir}" + (" (continued)" if sweep.resumed else ""),
         flush=True,
     )
     if args.dry_run:
         for log_dir, variant in zip(sweep.log_dirs, sweep.variants, strict=True):
             print(f"  {log_dir}: {json.dumps(variant)}")
         return 0
-    summary = run_sweep(sweep)
+    summary = run_sweep(sweep, args.address)
     print(sweep_report(summary))
     print(f"plot: rl-suite plot {sweep.sweep_dir}")
     return 1 if summary.failed else 0
@@ -249,13 +297,15 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         if args.command == "train":
-            _train(args)
+            with _console(args.verbose):
+                _train(args)
         elif args.command == "eval":
             _evaluate(args)
         elif args.command == "resume":
             from ._trainer import resume
 
-            print(f"run directory: {resume(args.run_dir)}")
+            with _console(args.verbose):
+                print(f"run directory: {resume(args.run_dir)}")
         elif args.command == "sweep":
             return _sweep(args)
         elif args.command == "plot":
@@ -266,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
             from ._demo import run_demo
 
             print(run_demo(args.T, args.B, args.workers, args.start_method))
-    except (ValueError, KeyError, FileExistsError, FileNotFoundError, ImportError) as error:
+    except (ValueError, KeyError, OSError, ImportError) as error:  # (OSError: names its file)
         message = error.args[0] if isinstance(error, KeyError) and error.args else error
         print(f"rl-suite {args.command}: error: {message}", file=sys.stderr)
         return 2
@@ -274,7 +324,8 @@ def main(argv: list[str] | None = None) -> int:
         hints = {
             "train": " (`rl-suite resume RUN_DIR` continues from the last checkpoint)",
             "resume": " (`rl-suite resume RUN_DIR` continues from the last checkpoint)",
-            "sweep": ": every run was stopped (the sweep directory keeps what they logged)",
+            "sweep": ": every run was stopped (the sweep directory keeps what they logged; with "
+            "--engine ray, the same command continues the sweep from the last checkpoints)",
         }
         print(f"rl-suite {args.command}: interrupted{hints.get(args.command, '')}", file=sys.stderr)
         return 130

@@ -25,7 +25,7 @@ DEFAULTS: dict[str, Any] = {
     "device": "cpu",
     "torch_threads": None,  # the training process's torch threads; None: torch's default
     "sampler": {
-        "kind": "serial",  # serial | cpu | gpu
+        "kind": "serial",  # serial | cpu | gpu | batched (torch: and vec: envs)
         "workers": None,  # cpu / gpu samplers: default one per core
         "batch_T": 32,
         "batch_B": 8,
@@ -162,6 +162,27 @@ _MUJOCO_QPG = {
 }
 _MUJOCO_REPLAY = {"discount": 0.99, "min_steps_learn": 10_000, "replay_size": 1_000_000}
 
+# PPO in rsl_rl's style, its usual settings (as benchmarks/vec_env.py sets both sides), for
+# batched environments: 4096 envs x 24 steps, 5 epochs x 4 minibatches, Adam at 1e-3 adapted
+# to a KL of 0.01, value clipping, gradients clipped at 1 (policy and value each), entropy
+# 0.01, MLPs [256, 128, 64] ELU; no evaluation (training episodes are the log's returns).
+_BATCHED_PPO = {
+    "discount": 0.99,
+    "gae_lambda": 0.95,
+    "learning_rate": 1e-3,
+    "linear_lr_schedule": False,
+    "desired_kl": 0.01,
+    "ratio_clip": 0.2,
+    "value_clip": 0.2,
+    "epochs": 5,
+    "minibatches": 4,
+    "entropy_loss_coeff": 0.01,
+    "value_loss_coeff": 2.0,  # on 0.5 * (v - R)^2: rsl_rl's value_loss_coef 1.0 on (v - R)^2
+    "clip_grad_norm": 1.0,
+    "clip_grad_separately": True,
+    "normalize_advantage": True,
+}
+
 # Each preset: the algorithm it is for, and what it changes in the defaults.
 PRESETS: dict[str, dict[str, Any]] = {
     "cartpole": {
@@ -197,6 +218,16 @@ PRESETS: dict[str, dict[str, Any]] = {
         # Wait-reset: a training sequence never runs across an episode's reset.
         "sampler": {"batch_T": 32, "batch_B": 8, "mid_batch_reset": False},
         "algo_kwargs": _CARTPOLE_PPO,
+    },
+    "batched": {
+        "algo": "ppo",
+        "env": "torch:cartpole",
+        "steps": 5_000_000,
+        "torch_threads": 1,  # small networks: see "cartpole"
+        "sampler": {"kind": "batched", "batch_T": 24, "batch_B": 4096},
+        "agent": {"model_kwargs": {"hidden_sizes": [256, 128, 64], "hidden_nonlinearity": "ELU"}},
+        "runner": {"evaluate": False},
+        "algo_kwargs": _BATCHED_PPO,
     },
     "inverted-pendulum": {
         "algo": "ppo",
@@ -426,6 +457,7 @@ PRESET_ABOUT = {
     "cartpole": "PPO on CartPole-v1, 8 envs x 32 steps, 20 epochs: 500 within 100k steps",
     "cartpole-a2c": "A2C on CartPole-v1, 16 envs x 5 steps, 500k steps",
     "cartpole-masked-lstm": "recurrent PPO on CartPole-v1 seeing positions only (needs memory)",
+    "batched": "PPO in rsl_rl's style on torch:<name> / vec:<gym id>, 4096 envs x 24 steps",
     "inverted-pendulum": "Gaussian PPO on MuJoCo InvertedPendulum-v5, normalised observations",
     "atari": "PPO on Atari (atari:<game>), the reference's configuration, CPU workers",
     "atari-a2c": "A2C on Atari (atari:<game>), the reference's configuration, CPU workers",
@@ -469,11 +501,18 @@ def is_atari(env: str) -> bool:
     return env.startswith(("atari:", "ALE/"))
 
 
+def is_batched(env: str) -> bool:
+    """A batched environment (``BatchedSampler``): ``torch:<name>`` or ``vec:<gymnasium id>``."""
+    return env.startswith(("torch:", "vec:"))
+
+
 def _env_family(env: str) -> str:
     """What a preset's environment stands for: every Atari game, every MuJoCo locomotion
-    task, or just itself."""
+    task, every batched environment, or just itself."""
     if is_atari(env):
         return "atari"
+    if is_batched(env):
+        return "batched"
     if env.partition("-")[0] in MUJOCO_LOCOMOTION:
         return "mujoco-locomotion"
     return env

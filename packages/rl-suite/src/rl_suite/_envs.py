@@ -1,5 +1,7 @@
 """Environments by id, as the trainer makes them: gymnasium ids through ``rl_samplers.make``,
-Atari games (``atari:pong`` or ``ALE/Pong-v5``) through ``AtariEnv`` directly.
+Atari games (``atari:pong`` or ``ALE/Pong-v5``) through ``AtariEnv`` directly; batched ones
+for ``BatchedSampler`` (``make_batch_env``): ``torch:cartpole`` / ``torch:pendulum`` (the
+torch envs, on the run's device) and ``vec:<gymnasium id>`` (``gymnasium.make_vec``).
 
 ``make_env`` is a module-level function, so samplers can start workers with any start method.
 """
@@ -7,16 +9,40 @@ Atari games (``atari:pong`` or ``ALE/Pong-v5``) through ``AtariEnv`` directly.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium
 import numpy as np
 
-from rl_samplers import AtariEnv, GymEnvWrapper, make
+from rl_arrays import EnvSpaces
+from rl_samplers import (
+    AtariEnv,
+    BatchEnv,
+    GymEnvWrapper,
+    GymSpaceWrapper,
+    TorchCartPole,
+    TorchPendulum,
+    make,
+)
 
-from ._config import is_atari
+from ._config import is_atari, is_batched
 
-__all__ = ["is_atari", "make_env"]
+__all__ = [
+    "batch_env_spaces",
+    "is_atari",
+    "is_batched",
+    "make_batch_env",
+    "make_env",
+    "single_env_id",
+]
+
+# The torch envs by name (torch:<name>), and the gymnasium envs they follow step for step.
+TORCH_ENVS: dict[str, Callable[..., BatchEnv]] = {
+    "cartpole": TorchCartPole,
+    "pendulum": TorchPendulum,
+}
+TORCH_ENV_GYM_IDS = {"cartpole": "CartPole-v1", "pendulum": "Pendulum-v1"}
 
 
 def atari_game(env_id: str) -> str:
@@ -61,3 +87,45 @@ def make_env(id: str, observation_indices: list[int] | None = None, **kwargs: An
     if observation_indices is not None:
         env = GymEnvWrapper(_KeepIndices(env.env, list(observation_indices)))
     return env
+
+
+def make_batch_env(num_envs: int, id: str, device: str = "cpu", **kwargs: Any) -> Any:
+    """``num_envs`` envs of a batched ``id``, as ``BatchedSampler`` steps them: a torch env on
+    ``device`` (kwargs: its own, e.g. ``max_episode_steps``, ``critic_observation``), or a
+    gymnasium vector env in the same-step autoreset mode (kwargs go to ``gymnasium.make_vec``,
+    ``vectorization_mode`` "sync" by default; ``device`` is not used: it steps numpy)."""
+    kind, _, name = id.partition(":")
+    if kind == "torch":
+        if name not in TORCH_ENVS:
+            known = ", ".join(f"torch:{n}" for n in TORCH_ENVS)
+            raise ValueError(f"unknown torch environment {id!r}; there are {known}")
+        return TORCH_ENVS[name](num_envs, device=device, **kwargs)
+    if kind != "vec" or not name:
+        raise ValueError(
+            f"a batched environment id is torch:<name> or vec:<gymnasium id>, got {id!r}"
+        )
+    vector_kwargs = {
+        "autoreset_mode": gymnasium.vector.AutoresetMode.SAME_STEP,
+        **kwargs.pop("vector_kwargs", {}),
+    }
+    mode = kwargs.pop("vectorization_mode", "sync")
+    return gymnasium.make_vec(
+        name, num_envs, vectorization_mode=mode, vector_kwargs=vector_kwargs, **kwargs
+    )
+
+
+def batch_env_spaces(env: Any) -> EnvSpaces:
+    """The per-env spaces of what ``make_batch_env`` made."""
+    if isinstance(env, gymnasium.vector.VectorEnv):
+        return EnvSpaces(
+            observation=GymSpaceWrapper(env.single_observation_space, name="obs"),
+            action=GymSpaceWrapper(env.single_action_space, name="act"),
+        )
+    return env.spaces
+
+
+def single_env_id(id: str) -> str:
+    """The gymnasium id whose single env behaves as one of the batched ``id``'s (what
+    ``evaluate`` plays): ``vec:<id>`` -> ``<id>``, ``torch:cartpole`` -> ``CartPole-v1``."""
+    kind, _, name = id.partition(":")
+    return TORCH_ENV_GYM_IDS[name] if kind == "torch" else name

@@ -4,6 +4,7 @@ variant over its seeds (matplotlib, an optional dependency: ``pip install rl-sui
 from __future__ import annotations
 
 import csv
+import io
 import math
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -33,18 +34,47 @@ def have_matplotlib() -> bool:
 
 
 def read_progress(run_dir: str | Path) -> dict[str, list[float]]:
-    """The columns of ``run_dir/progress.csv`` as floats (empty cells as NaN)."""
+    """The columns of ``run_dir/progress.csv`` as floats (empty or missing cells as NaN).
+    A last line without its line end (cut short when the run was killed) is left out; a
+    damaged file is a ValueError that names it and the line."""
     path = Path(run_dir) / "progress.csv"
     if not path.is_file():
-        raise FileNotFoundError(f"{run_dir} has no progress.csv")
-    with open(path, newline="") as f:
-        rows = list(csv.DictReader(f))
-    if not rows:
-        raise ValueError(f"{path} has no rows yet")
-    return {
-        key: [float(row[key]) if row.get(key) not in (None, "") else math.nan for row in rows]
-        for key in rows[0]
-    }
+        if not Path(run_dir).is_dir():
+            raise FileNotFoundError(
+                f"{run_dir} is not a directory: give a run directory (`rl-suite train` prints "
+                "the one it makes)"
+            )
+        raise FileNotFoundError(
+            f"{run_dir} has no progress.csv: nothing was logged there (give a run directory "
+            "that `rl-suite train` or a sweep wrote)"
+        )
+    redo = "restore it, or train the run again"
+    try:
+        text = path.read_text(encoding="utf-8")
+        lines = list(csv.reader(io.StringIO(text[: text.rfind("\n") + 1])))
+    except (ValueError, csv.Error) as error:  # (not UTF-8 text, or not CSV)
+        raise ValueError(
+            f"{path} is not a readable CSV file (damaged?): {error}; {redo}"
+        ) from error
+    if len(lines) < 2:
+        raise ValueError(f"{path} has no rows yet: the run has not logged its first iteration")
+    header = lines[0]
+    columns: dict[str, list[float]] = {key: [] for key in header}
+    for number, row in enumerate(lines[1:], start=2):
+        if len(row) > len(header):
+            raise ValueError(
+                f"{path} line {number} has {len(row)} cells for {len(header)} columns "
+                f"(damaged?); {redo}"
+            )
+        for key, cell in zip(header, row + [""] * (len(header) - len(row)), strict=True):
+            try:
+                columns[key].append(float(cell) if cell else math.nan)
+            except ValueError:
+                raise ValueError(
+                    f"{path} line {number}, column {key}: {cell!r} is not a number "
+                    f"(damaged?); {redo}"
+                ) from None
+    return columns
 
 
 def _progress_with(run_dir: str | Path, *columns: str) -> dict[str, list[float]]:

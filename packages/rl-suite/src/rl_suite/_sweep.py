@@ -6,14 +6,18 @@ variants, each variant a list of overrides.  The levels become rl-launch's ``Var
 objects, crossed by ``make_variants`` (directories named after the variants).  Every variant's
 configuration is built here, with ``build``, before any run starts, so that a typo fails in a
 second rather than after the first run.  Each run is ``_sweep_run.py`` in a subprocess that
-the queue pins to its share of the machine; seed = run ID.
+the queue pins to its share of the machine; seed = run ID.  ``engine="ray"`` runs the same
+runs as Ray Tune trials instead (``_ray_sweep``), on one machine or a cluster.
 """
 
 from __future__ import annotations
 
 import copy
+import importlib.util
 import json
+import math
 import os
+import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,9 +42,22 @@ from ._config import (
     parse_value,
 )
 
-__all__ = ["SWEEP_FILE", "Sweep", "load_sweep", "run_sweep", "sweep_report", "variant_config"]
+__all__ = [
+    "ENGINES",
+    "SWEEP_FILE",
+    "TUNE_DIR",
+    "Sweep",
+    "load_sweep",
+    "run_sweep",
+    "sweep_report",
+    "variant_config",
+]
 
 SWEEP_FILE = "sweep.json"  # in the sweep directory: the file's settings and the base config
+TUNE_DIR = "tune"  # in the sweep directory, with the ray engine: Tune's trials and checkpoints
+ENGINES = ("local", "ray")
+RAY_MISSING = "the ray engine needs Ray Tune: pip install 'rl-suite[ray]'"
+RAY_KEYS = ("gpu_per_run", "max_failures")  # read by the ray engine only
 SPEC_KEYS = (
     "title",
     "preset",
@@ -51,6 +68,7 @@ SPEC_KEYS = (
     "grid",
     "seeds",
     "cpu_per_run",
+    *RAY_KEYS,
     "log_dir",
 )
 VARIANT_KEYS = ("name", "overrides")
@@ -67,10 +85,16 @@ class Sweep:
     variants: list[dict[str, Any]]  # rl-launch's: only the swept settings
     log_dirs: list[str]  # one per variant, relative to sweep_dir
     seeds: int  # runs per variant, seeds (= run IDs) 0 .. seeds - 1
-    affinity_code: str  # the queue's: cpu_per_run cores per run
+    affinity_code: str  # the queue's: cpu_per_run cores per run ("" with the ray engine)
+    engine: str = "local"  # one of ENGINES
+    cpu_per_run: int = 1
+    gpu_per_run: float = 0.0  # (ray) a fraction shares a GPU between trials
+    max_failures: int = 3  # (ray) times a trial that died is continued from its checkpoint
+    resumed: bool = False  # (ray) sweep_dir holds this sweep, stopped: it continues
 
     @property
     def n_slots(self) -> int:
+        """Runs at once on this machine (the local queue's run slots)."""
         return n_run_slots(self.affinity_code)
 
 
@@ -183,29 +207,106 @@ def _level(n: int, level: Any, base: dict[str, Any], where: str) -> VariantLevel
     return VariantLevel(paths, values, names)
 
 
-def load_sweep(path: str | Path, log_dir: str | Path | None = None) -> Sweep:
-    """Read and check a sweep file; ``log_dir`` (e.g. the command line's) replaces its own.
+def _ray_settings(spec: dict[str, Any], engine: str, where: str) -> tuple[float, int]:
+    """``gpu_per_run`` (a number >= 0; above 1 a whole number, as Ray asks) and
+    ``max_failures`` (an int >= 0); refused with the local engine, which has no use for them."""
+    if engine != "ray":
+        for key in RAY_KEYS:
+            if key in spec:
+                raise ValueError(
+                    f"{where}: {key!r} is read by the ray engine only: run the sweep with "
+                    "--engine ray, or leave it out"
+                )
+    gpus = spec.get("gpu_per_run", 0)
+    if (
+        isinstance(gpus, bool)
+        or not isinstance(gpus, (int, float))
+        or not 0 <= gpus < math.inf
+        or (gpus > 1 and not float(gpus).is_integer())
+    ):
+        raise ValueError(
+            f"{where}: 'gpu_per_run' must be a number >= 0 (a fraction of one GPU, or whole "
+            f"GPUs), got {gpus!r}"
+        )
+    failures = as_count(f"{where}: 'max_failures'", spec.get("max_failures", 3), 0)
+    return float(gpus), failures
+
+
+def _check_ray_run(config: dict[str, Any], gpu_per_run: float) -> None:
+    """What a Tune trial cannot do: continue a run that cannot be resumed, or use GPUs
+    other than the ones it asked Ray for."""
+    runner = config["runner"]
+    if runner.get("asynchronous", False) or runner.get("processes", 1) != 1:
+        raise ValueError(
+            "the ray engine continues a trial from its checkpoint, which runs with "
+            "runner.asynchronous or runner.processes > 1 cannot do: use the local engine"
+        )
+    device = str(config["device"])
+    cuda = re.fullmatch(r"cuda(?::(\d+))?", device)
+    if device != "cpu" and cuda is None:
+        raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {device!r}")
+    index = None if cuda is None else int(cuda.group(1) or 0)
+    if index is None and gpu_per_run > 0:
+        raise ValueError(
+            f"gpu_per_run={gpu_per_run:g} but the runs train on device {device!r}: "
+            "set device='cuda' in the overrides, or leave gpu_per_run out"
+        )
+    if index is not None and gpu_per_run == 0:
+        raise ValueError(
+            f"device {device!r} needs a GPU: set gpu_per_run (Tune gives a trial "
+            "only the GPUs it asks for)"
+        )
+    if index is not None and index >= math.ceil(gpu_per_run):
+        raise ValueError(
+            f"device {device!r} is not among the {math.ceil(gpu_per_run)} GPU(s) a "
+            f"trial gets with gpu_per_run={gpu_per_run:g} (Ray numbers a trial's GPUs from "
+            "cuda:0)"
+        )
+
+
+def _stopped_ray_sweep(sweep_dir: Path, title: str, spec: dict[str, Any]) -> bool:
+    """Whether ``sweep_dir`` holds the ray engine's run of this same sweep (to continue)."""
+    if not (sweep_dir / TUNE_DIR).is_dir() or not (sweep_dir / SWEEP_FILE).is_file():
+        return False
+    saved = json.loads((sweep_dir / SWEEP_FILE).read_text(encoding="utf-8"))
+    if saved.get("title") != title or saved.get("spec") != spec:
+        raise FileExistsError(
+            f"{sweep_dir} holds another Ray sweep (its {SWEEP_FILE} differs from this file): "
+            "choose another log_dir (or --log-dir)"
+        )
+    return True
+
+
+def load_sweep(path: str | Path, log_dir: str | Path | None = None, engine: str = "local") -> Sweep:
+    """Read and check a sweep file; ``log_dir`` (e.g. the command line's) replaces its own;
+    ``engine``: ``"local"`` (rl-launch's queue) or ``"ray"`` (Ray Tune, see the README).
 
     Every problem is a ValueError naming the key, level or variant (unknown keys, bad types,
     an unknown preset or setting, more cores per run than the machine has, a variant whose
-    runner cannot be built), or a FileExistsError for a sweep directory that is not empty.
+    runner cannot be built), or a FileExistsError for a sweep directory that is not empty
+    (except, with the ray engine, one that holds this same sweep: it continues).
     """
     from ._trainer import build  # (torch: only once the file is known to be worth it)
 
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+    if engine == "ray" and importlib.util.find_spec("ray") is None:
+        raise ImportError(RAY_MISSING)
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"sweep file {str(path)!r} does not exist")
     where = f"sweep file {path}"
     try:
         spec = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as error:
+    except ValueError as error:  # (not UTF-8 text, or not JSON)
         raise ValueError(f"{where} is not valid JSON: {error}") from error
     _keys(spec, SPEC_KEYS, where)
     title = _str(spec, "title", where) or path.stem
     if "/" in title or os.sep in title or title in (".", ".."):
         raise ValueError(f"{where}: 'title' must be a plain name (no '/'), got {title!r}")
     sweep_dir = Path(log_dir or _str(spec, "log_dir", where) or f"runs/sweep-{title}").resolve()
-    if sweep_dir.exists() and (not sweep_dir.is_dir() or any(sweep_dir.iterdir())):
+    resumed = engine == "ray" and _stopped_ray_sweep(sweep_dir, title, spec)
+    if not resumed and sweep_dir.exists() and (not sweep_dir.is_dir() or any(sweep_dir.iterdir())):
         raise FileExistsError(
             f"{sweep_dir} already exists and is not empty: a sweep never writes over another; "
             "choose another log_dir (or --log-dir)"
@@ -214,6 +315,8 @@ def load_sweep(path: str | Path, log_dir: str | Path | None = None) -> Sweep:
     if seeds is None:  # ("seeds": null)
         raise ValueError(f"{where}: 'seeds' must be an int >= 1, got None")
     cpu_per_run = _int(spec, "cpu_per_run", 1, where)
+    assert cpu_per_run is not None  # (it has a default)
+    gpu_per_run, max_failures = _ray_settings(spec, engine, where)
     base = _base_config(spec, where)
     grid = spec.get("grid")
     if not isinstance(grid, list) or not grid:
@@ -223,16 +326,36 @@ def load_sweep(path: str | Path, log_dir: str | Path | None = None) -> Sweep:
         variants, log_dirs = make_variants(*levels)
     except ValueError as error:  # ("variant level n" is grid[n])
         raise _reworded(f"{where}: grid", error) from error
+    affinity_code = ""  # (Ray places trials on the cluster's machines, not on this one)
     try:
-        affinity_code = encode_affinity(cpu_per_run=cpu_per_run)
+        if engine == "local":
+            affinity_code = encode_affinity(cpu_per_run=cpu_per_run)
     except ValueError as error:
         raise _reworded(where, error) from error
     for variant, name in zip(variants, log_dirs, strict=True):
         try:
-            build(variant_config(base, variant, seed=0))
+            config = variant_config(base, variant, seed=0)
+            if engine == "ray":  # its GPUs are the trial's, wherever Tune puts it
+                _check_ray_run(config, gpu_per_run)
+                config["device"] = "cpu"
+            build(config)
         except (KeyError, ValueError) as error:
             raise _reworded(f"{where}: variant {name!r}", error) from error
-    return Sweep(title, sweep_dir, spec, base, variants, log_dirs, seeds, affinity_code)
+    return Sweep(
+        title,
+        sweep_dir,
+        spec,
+        base,
+        variants,
+        log_dirs,
+        seeds,
+        affinity_code,
+        engine,
+        cpu_per_run,
+        gpu_per_run,
+        max_failures,
+        resumed,
+    )
 
 
 def write_json(path: Path, data: Any) -> None:
@@ -244,16 +367,25 @@ def write_json(path: Path, data: Any) -> None:
     os.replace(tmp, path)
 
 
-def run_sweep(sweep: Sweep) -> ExperimentsSummary:
-    """Run every (variant, seed) of ``sweep`` through the queue, ``sweep.n_slots`` at a time.
+def run_sweep(sweep: Sweep, address: str | None = None) -> ExperimentsSummary:
+    """Run every (variant, seed) of ``sweep`` through the queue, ``sweep.n_slots`` at a time,
+    or as Ray Tune trials on the cluster at ``address`` (``sweep.engine == "ray"``; see
+    ``_ray_sweep.run_ray_sweep``).
 
     The queue prints each run as it starts and ends; a failed run does not stop the others.
     Ctrl-C stops every run (and what it started) and propagates as KeyboardInterrupt.
     """
-    write_json(
-        sweep.sweep_dir / SWEEP_FILE,
-        {"title": sweep.title, "spec": sweep.spec, "base_config": sweep.base_config},
-    )
+    if address is not None and sweep.engine != "ray":
+        raise ValueError("an address is for the ray engine's cluster (--engine ray)")
+    if not sweep.resumed:  # (a continued sweep keeps the base configuration it started with)
+        write_json(
+            sweep.sweep_dir / SWEEP_FILE,
+            {"title": sweep.title, "spec": sweep.spec, "base_config": sweep.base_config},
+        )
+    if sweep.engine == "ray":
+        from ._ray_sweep import run_ray_sweep  # (needs ray: rl-suite[ray])
+
+        return run_ray_sweep(sweep, address)
     return run_experiments(
         Path(__file__).with_name("_sweep_run.py"),  # (a script: not imported here)
         sweep.affinity_code,

@@ -38,20 +38,30 @@ def run_affinity(config: dict[str, Any], slot: dict[str, Any]) -> dict[str, Any]
     return affinity
 
 
+def run_config(sweep_file: str | Path, log_dir: str | Path, run_ID: int) -> dict[str, Any]:
+    """One run's configuration: the sweep's base (``sweep.json``), the variant's settings
+    (``<log_dir>/variant.json``) and seed = run ID."""
+    import json
+
+    from rl_launch import load_variant
+    from rl_suite._sweep import variant_config
+
+    base = json.loads(Path(sweep_file).read_text(encoding="utf-8"))["base_config"]
+    return variant_config(base, load_variant(log_dir), seed=run_ID)
+
+
 def main(argv: list[str] | None = None) -> int:
     started = time.time()  # (before the imports, which take seconds)
-    import json
     import os
 
-    from rl_launch import affinity_from_code, load_variant, read_launch_args
-    from rl_suite._sweep import variant_config, write_json
+    from rl_launch import affinity_from_code, read_launch_args
+    from rl_suite._sweep import write_json
     from rl_suite._trainer import train
 
     args = read_launch_args(argv)
     if len(args.args) != 1:
         raise ValueError(f"expected one argument after the run ID, sweep.json; got {args.args}")
-    base = json.loads(Path(args.args[0]).read_text(encoding="utf-8"))["base_config"]
-    config = variant_config(base, load_variant(args.log_dir), seed=args.run_ID)
+    config = run_config(args.args[0], args.log_dir, args.run_ID)
     slot = affinity_from_code(args.affinity_code)
     assert isinstance(slot, dict)  # (a sweep's runs are of one process: see load_sweep)
     affinity = run_affinity(config, slot)

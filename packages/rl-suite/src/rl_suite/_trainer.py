@@ -9,16 +9,24 @@ rebuild everything from it. Every check (environment id, action space, settings)
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import math
 import os
+import pickle
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from rl_agents import (
+    AsymmetricCategoricalPgAgent,
+    AsymmetricGaussianPgAgent,
+    AsymmetricRecurrentCategoricalPgAgent,
+    AsymmetricRecurrentGaussianPgAgent,
     AtariCatDqnAgent,
     AtariDqnAgent,
     AtariFfAgent,
@@ -40,10 +48,13 @@ from rl_arrays import as_count
 from rl_runners import (
     AsyncRl,
     AsyncRlEval,
+    Checkpointer,
     MinibatchRl,
     MinibatchRlEval,
+    OnPolicyRunner,
     SyncRl,
     SyncRlEval,
+    companion_path,
     find_checkpoint,
     logger_context,
 )
@@ -52,6 +63,7 @@ from rl_samplers import (
     AsyncGpuSampler,
     AsyncSerialSampler,
     AtariTrajInfo,
+    BatchedSampler,
     CpuResetCollector,
     CpuSampler,
     CpuWaitResetCollector,
@@ -62,8 +74,15 @@ from rl_samplers import (
     TrajInfo,
 )
 
-from ._config import ALGOS
-from ._envs import is_atari, make_env
+from ._config import ALGOS, DEFAULTS
+from ._envs import (
+    batch_env_spaces,
+    is_atari,
+    is_batched,
+    make_batch_env,
+    make_env,
+    single_env_id,
+)
 
 __all__ = ["build", "evaluate", "load_config", "resume", "run_dir_for", "train"]
 
@@ -109,6 +128,7 @@ ACTION_KINDS = {
     **{algo: {"continuous"} for algo in QPG_AGENTS},
 }
 assert set(ALGO_CLASSES) == set(ALGOS) == set(ACTION_KINDS)
+ON_POLICY = ("a2c", "ppo")  # the algorithms batched environments train
 
 
 def _action_kind(space: Any) -> str | None:
@@ -146,6 +166,17 @@ def agent_class(config: dict[str, Any], spaces: Any) -> type:
             f"{algo} cannot act in {config['env']}'s action space {spaces.action}; it takes "
             f"{' or '.join(sorted(ACTION_KINDS[algo]))} actions"
         )
+    if hasattr(spaces.observation.shape, "critic"):  # privileged critic observations
+        if algo not in ON_POLICY:
+            raise ValueError(f"{algo} has no agent with a critic observation (ppo and a2c do)")
+        if config["algo_kwargs"].get("clip_grad_separately"):  # (asymmetric models can't)
+            raise ValueError(
+                "algo_kwargs.clip_grad_separately: the agents with a critic observation clip "
+                "the policy's and the value's gradients together; set it to False"
+            )
+        if kind == "continuous":
+            return AsymmetricRecurrentGaussianPgAgent if recurrent else AsymmetricGaussianPgAgent
+        return AsymmetricRecurrentCategoricalPgAgent if recurrent else AsymmetricCategoricalPgAgent
     ndim = len(spaces.observation.shape)
     if algo in QPG_AGENTS:
         if ndim != 1 or recurrent:
@@ -174,7 +205,17 @@ def make_agent(config: dict[str, Any], spaces: Any, deterministic_eval: bool) ->
     in eval mode (for a Q-learning agent, an evaluation epsilon of 0; DDPG, TD3 and SAC
     agents always evaluate deterministically)."""
     AgentCls = agent_class(config, spaces)
-    kwargs = dict(config["agent_kwargs"], model_kwargs=config["agent"]["model_kwargs"])
+    model_kwargs = dict(config["agent"]["model_kwargs"])
+    for key in ("hidden_nonlinearity", "mu_nonlinearity"):  # by name in a config: "ELU"
+        if isinstance(model_kwargs.get(key), str):
+            module = getattr(torch.nn, model_kwargs[key], None)
+            if not (isinstance(module, type) and issubclass(module, torch.nn.Module)):
+                raise ValueError(
+                    f"agent.model_kwargs.{key} must name a torch.nn activation (e.g. 'ELU', "
+                    f"'Tanh', 'ReLU'), got {model_kwargs[key]!r}"
+                )
+            model_kwargs[key] = module
+    kwargs = dict(config["agent_kwargs"], model_kwargs=model_kwargs)
     if config["algo"] in Q_AGENTS:
         if deterministic_eval:
             kwargs["eps_eval"] = 0.0
@@ -287,9 +328,13 @@ def build(config: dict[str, Any], affinity: dict[str, Any] | None = None) -> Min
     configuration implies (a sweep run passes its run slot's)."""
     sampler_config, runner_config = config["sampler"], config["runner"]
     kind = sampler_config["kind"]
-    if kind not in SAMPLER_CLASSES:
-        raise ValueError(f"sampler.kind must be one of {', '.join(SAMPLER_CLASSES)}, got {kind!r}")
+    if kind not in (*SAMPLER_CLASSES, "batched"):
+        raise ValueError(
+            f"sampler.kind must be one of {', '.join(SAMPLER_CLASSES)}, batched; got {kind!r}"
+        )
     affinity = config_affinity(config) if affinity is None else affinity
+    if kind == "batched" or is_batched(config["env"]):
+        return _build_batched(config, affinity)
     processes = _processes(config)
     _check_processes(config, processes)
     asynchronous = _asynchronous(config, processes)
@@ -348,6 +393,78 @@ def build(config: dict[str, Any], affinity: dict[str, Any] | None = None) -> Min
     )
 
 
+def _build_batched(config: dict[str, Any], affinity: dict[str, Any]) -> OnPolicyRunner:
+    """``build`` for a batched environment: ``BatchedSampler`` (the envs on ``device``) and
+    ``OnPolicyRunner``, one process, no evaluation."""
+    sampler_config, runner_config, env = config["sampler"], config["runner"], config["env"]
+    if config["algo"] not in ON_POLICY:
+        raise ValueError(f"batched environments train ppo or a2c, not {config['algo']}")
+    if not is_batched(env):
+        raise ValueError(
+            f"sampler.kind=batched steps torch:<name> or vec:<gymnasium id> environments; for "
+            f"{env!r} write vec:{env} (or choose another sampler.kind)"
+        )
+    if sampler_config["kind"] != "batched":
+        raise ValueError(
+            f"{env} steps in the batched sampler: set sampler.kind=batched, or use the "
+            "'batched' preset (--preset batched)"
+        )
+    fixes = {  # what BatchedSampler and OnPolicyRunner do not do, and the setting that asks
+        "sampler.workers=None": sampler_config["workers"] is not None,
+        "runner.evaluate=False": runner_config["evaluate"],
+        "runner.processes=1": _processes(config) > 1 or _torchrun_rank() is not None,
+        "runner.asynchronous=False": runner_config.get("asynchronous", False),
+    }
+    if any(fixes.values()):
+        asked = ", ".join(fix for fix, needed in fixes.items() if needed)
+        raise ValueError(
+            f"batched environments train in one process, without workers or evaluation: set {asked}"
+        )
+    make = functools.partial(
+        make_batch_env, id=env, device=config["device"], **config["env_kwargs"]
+    )
+    probe = _probe_batch_env(make, env)
+    agent = make_agent(config, probe, config["agent"]["deterministic_eval"])
+    algo = _construct(ALGO_CLASSES[config["algo"]], "algo_kwargs", config["algo_kwargs"])
+    sampler = _construct(
+        BatchedSampler,
+        "sampler settings",
+        dict(
+            make_env=make,
+            batch_T=sampler_config["batch_T"],
+            batch_B=sampler_config["batch_B"],
+            max_decorrelation_steps=sampler_config["max_decorrelation_steps"],
+        ),
+    )
+    return _construct(
+        OnPolicyRunner,
+        "runner settings",
+        dict(
+            algo=algo,
+            agent=agent,
+            sampler=sampler,
+            n_steps=config["steps"],
+            seed=config["seed"],
+            affinity=affinity,
+            log_interval_steps=runner_config["log_interval_steps"],
+            checkpoint_replay=runner_config["checkpoint_replay"],
+        ),
+    )
+
+
+def _probe_batch_env(make: Any, env: str) -> Any:
+    """The spaces of one env of ``make`` (made and closed here: a bad id or env_kwargs fail
+    now, with the id named)."""
+    try:
+        probe = make(1)
+    except Exception as error:  # gymnasium and the torch envs raise their own error types
+        raise ValueError(f"cannot make environment {env!r}: {error}") from error
+    try:
+        return batch_env_spaces(probe)
+    finally:
+        probe.close()
+
+
 def run_dir_for(config: dict[str, Any], log_dir: str | Path | None) -> Path:
     """``<log_dir>/run_<seed>``; by default ``log_dir`` is ``runs/<algo>-<env>``."""
     if log_dir is None:
@@ -364,13 +481,15 @@ def train(
     config: dict[str, Any],
     log_dir: str | Path | None = None,
     affinity: dict[str, Any] | None = None,
+    checkpointer: Checkpointer | None = None,
 ) -> Path:
     """Train as ``config`` says, logging into a new run directory; returns that directory.
 
     A directory that already holds a run is refused (nothing is overwritten): resume it, or
     pick another ``log_dir`` or seed. One whose run failed before it logged anything (an
     empty ``progress.csv``: e.g. settings the algorithm refused at start-up) is used again.
-    ``affinity``: see ``build``.
+    ``affinity``: see ``build``. ``checkpointer``: writes the snapshots in place of the
+    runner's own (the Ray engine's also hands each one to Tune).
 
     Under torchrun, every process of the job calls this; rank 0 writes the run directory.
     """
@@ -379,6 +498,8 @@ def train(
         processes = int(os.environ["WORLD_SIZE"])
         config = {**config, "runner": {**config["runner"], "processes": processes}}
     runner = build(config, affinity)
+    if checkpointer is not None:
+        runner.checkpointer = checkpointer
     run_dir = run_dir_for(config, log_dir)
     if rank:
         runner.train()
@@ -402,22 +523,163 @@ def train(
 
 
 def load_config(run_dir: str | Path) -> dict[str, Any]:
-    """The configuration a run directory was trained with (its ``params.json``)."""
+    """The configuration a run directory was trained with (its ``params.json``), its shape
+    checked: a missing, damaged or mistyped file is an error that names it."""
     params_file = Path(run_dir) / "params.json"
+    if not Path(run_dir).is_dir():
+        raise FileNotFoundError(
+            f"{run_dir} is not a directory: give a run directory (`rl-suite train` prints the "
+            "one it makes)"
+        )
     if not params_file.is_file():
-        raise FileNotFoundError(f"{run_dir} is not a run directory: it has no params.json")
-    params = json.loads(params_file.read_text())
-    if "config" not in params:
-        raise ValueError(f"{params_file} was not written by `rl-suite train` (no 'config')")
+        raise FileNotFoundError(
+            f"{run_dir} is not a run directory: it has no params.json (give the directory "
+            "`rl-suite train` printed; for a sweep, one of its run_* directories)"
+        )
+    redo = "restore it from a copy, or train the run again"
+    try:
+        params = json.loads(params_file.read_text(encoding="utf-8"))
+    except ValueError as error:  # (not UTF-8, or not JSON)
+        raise ValueError(f"{params_file} is not valid JSON (damaged?): {error}; {redo}") from error
+    if not isinstance(params, dict) or "config" not in params:
+        raise ValueError(
+            f"{params_file} was not written by `rl-suite train` (no 'config'): give the "
+            "directory of a run it trained"
+        )
+    problem = _config_problem(params["config"], DEFAULTS, "config")
+    if problem is not None:
+        raise ValueError(f"{params_file}: {problem}; correct it, or train the run again")
     return params["config"]
 
 
-def resume(run_dir: str | Path) -> Path:
-    """Continue the run in ``run_dir`` from its checkpoint to its configured steps, appending
-    to the same ``progress.csv``."""
-    run_dir = Path(run_dir).resolve()
+_SAVED_KEYS = ("algo", "env", "seed", "steps", "sampler", "agent", "runner")  # (every version)
+
+
+def _config_problem(value: Any, default: Any, where: str) -> str | None:
+    """What makes a saved setting unusable, judged by the type of its default: groups are
+    JSON objects, flags true or false, numbers numbers, names strings (None: anything)."""
+    if isinstance(default, dict):
+        if not isinstance(value, dict):
+            return f"{where} must be a JSON object of settings, got {value!r}"
+        if where == "config":
+            missing = [key for key in _SAVED_KEYS if key not in value]
+            if missing:
+                return f"config lacks {', '.join(missing)}"
+            if value["algo"] not in ALGOS:
+                return f"config.algo must be one of {', '.join(ALGOS)}, got {value['algo']!r}"
+        if where.endswith("_kwargs"):  # (keyword arguments: their classes check them)
+            return None
+        for key in default.keys() & value.keys():
+            problem = _config_problem(value[key], default[key], f"{where}.{key}")
+            if problem is not None:
+                return problem
+        return None
+    if isinstance(default, bool):
+        expected = None if isinstance(value, bool) else "true or false"
+    elif isinstance(default, int | float):
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        expected = None if number else "a number"
+    elif isinstance(default, str):
+        expected = None if isinstance(value, str) else "a string"
+    else:  # (None: the class it goes to checks it)
+        expected = None
+    return None if expected is None else f"{where} must be {expected}, got {value!r}"
+
+
+@contextlib.contextmanager
+def _settings_of(params_file: Path) -> Iterator[None]:
+    """Errors building what a saved configuration describes name the file it came from."""
+    try:
+        yield
+    except (ValueError, KeyError) as error:
+        message = error.args[0] if isinstance(error, KeyError) and error.args else error
+        raise ValueError(
+            f"{params_file}: {message} (the run's saved configuration; correct it, or train "
+            "the run again)"
+        ) from error
+
+
+_CHECKPOINT_FILE = re.compile(r"params\.pt|itr_(\d+)\.pt")
+
+
+def _other_checkpoints(checkpoint: Path, command: str) -> str:
+    """What to do about a damaged checkpoint: use the run's latest other one, if any."""
+    others: dict[Path, float] = {}  # params.pt ("last" mode) first, then itr_<n>.pt, n down
+    for path in checkpoint.parent.iterdir():
+        if (match := _CHECKPOINT_FILE.fullmatch(path.name)) and path != checkpoint:
+            others[path] = -int(match.group(1)) if match.group(1) else -math.inf
+    if not others:
+        return f"{checkpoint.parent} holds no other checkpoint: train the run again"
+    latest = min(others, key=lambda path: others[path])
+    return f"use another of the run's checkpoints: rl-suite {command} {latest}"
+
+
+def _run_dir_of(path: str | Path, checkpoint: str | Path | None) -> tuple[Path, Any]:
+    """``(run directory, checkpoint)`` for a run directory or one of its checkpoint files."""
+    if Path(path).suffix == ".pt" and Path(path).is_file() and checkpoint is None:
+        return Path(path).parent, Path(path)
+    return Path(path), checkpoint
+
+
+def _first_line(error: BaseException) -> str:
+    """The gist of an error from a library: its first sentence (torch's run to paragraphs)."""
+    line = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    return line.split(". ")[0] if len(line) > 100 else line
+
+
+def read_run_checkpoint(path: str | Path, command: str = "eval") -> tuple[Path, dict[str, Any]]:
+    """The checkpoint ``path`` names (a file, or a run directory: see ``find_checkpoint``)
+    and its content; with ``command="resume"`` the environments' state saved beside it is
+    read too. A damaged file is a ValueError that names it and another checkpoint to use."""
+    checkpoint_path = find_checkpoint(path)
+    try:
+        if checkpoint_path.stat().st_size == 0:
+            raise ValueError("the file is empty")
+        checkpoint = torch.load(checkpoint_path, map_location="cpu", weights_only=True)
+        if not isinstance(checkpoint, dict) or "agent_state_dict" not in checkpoint:
+            raise ValueError("it holds no agent_state_dict")
+    except Exception as error:  # (zip, pickle, EOF and weights-only errors alike)
+        raise ValueError(
+            f"{checkpoint_path} is not a readable checkpoint (truncated or damaged?): "
+            f"{_first_line(error)}; {_other_checkpoints(checkpoint_path, command)}"
+        ) from error
+    state_file = companion_path(checkpoint_path, "sampler_state")
+    if command == "resume" and checkpoint.get("sampler_state") and state_file.is_file():
+        try:
+            with open(state_file, "rb") as f:
+                pickle.load(f)
+        except Exception as error:  # (unpickling and EOF errors alike)
+            raise ValueError(
+                f"{state_file} (the environments' state saved with {checkpoint_path.name}) is "
+                f"not readable (truncated or damaged?): {_first_line(error)}; "
+                f"{_other_checkpoints(checkpoint_path, command)}"
+            ) from error
+    return checkpoint_path, checkpoint
+
+
+def resume(
+    run_dir: str | Path,
+    *,
+    checkpoint: str | Path | None = None,
+    affinity: dict[str, Any] | None = None,
+    checkpointer: Checkpointer | None = None,
+) -> Path:
+    """Continue the run in ``run_dir`` from its checkpoint (or from ``checkpoint``, a file or
+    a directory that holds one; ``run_dir`` may also be one of its checkpoint files) to its
+    configured steps, appending to the same ``progress.csv``. ``affinity``: see ``build``;
+    ``checkpointer``: see ``train``."""
+    run_dir, checkpoint = _run_dir_of(run_dir, checkpoint)  # (named as given in errors)
     config = load_config(run_dir)
-    find_checkpoint(run_dir)  # a clear error when the run saved none
+    checkpoint, _ = read_run_checkpoint(run_dir if checkpoint is None else checkpoint, "resume")
+    progress = run_dir / "progress.csv"
+    try:  # (the logger reads it to append)
+        if progress.is_file():
+            progress.read_text(encoding="utf-8")
+    except ValueError as error:
+        raise ValueError(
+            f"{progress} is not readable text (damaged?): {error}; resume appends to it: "
+            "restore it, or move it away to start a new one"
+        ) from error
     if config["runner"].get("asynchronous", False):
         raise ValueError(
             f"{run_dir} was trained with runner.asynchronous=True: such runs cannot be resumed "
@@ -428,7 +690,11 @@ def resume(run_dir: str | Path) -> Path:
             f"{run_dir} was trained with runner.processes={config['runner']['processes']}: "
             "such runs cannot be resumed (the checkpoint holds one process's environments)"
         )
-    runner = build(config)
+    with _settings_of(run_dir / "params.json"):
+        runner = build(config, affinity)
+    if checkpointer is not None:
+        runner.checkpointer = checkpointer
+    run_dir = run_dir.resolve()
     with logger_context(
         run_dir.parent,
         config["seed"],
@@ -436,19 +702,30 @@ def resume(run_dir: str | Path) -> Path:
         snapshot_mode=config["runner"]["snapshot_mode"],
         override_prefix=True,
     ):
-        runner.resume(run_dir)
+        runner.resume(checkpoint)
     return run_dir
 
 
 def evaluate(
     run_dir: str | Path, episodes: int = 10, deterministic: bool = False, seed: int = 12345
 ) -> list[Any]:
-    """Play ``episodes`` evaluation episodes with the agent of the run's latest checkpoint;
-    returns their trajectory infos (``Return``, ``Length`` ...)."""
+    """Play ``episodes`` evaluation episodes with the agent of the run's latest checkpoint
+    (``run_dir`` may also be one of its checkpoint files, ``itr_<n>.pt``); returns their
+    trajectory infos (``Return``, ``Length`` ...)."""
     episodes = as_count("episodes", episodes, 1, expected="a positive int")  # 10.0 too
+    run_dir, checkpoint = _run_dir_of(run_dir, None)
     config = load_config(run_dir)
-    checkpoint = torch.load(find_checkpoint(run_dir), map_location="cpu", weights_only=True)
-    agent = make_agent(config, probe_spaces(config), deterministic)
+    if is_batched(config["env"]):  # one env of the same dynamics, from gymnasium
+        if config["env"].startswith("torch:") and config["env_kwargs"]:
+            raise ValueError(
+                f"{run_dir} trained on {config['env']} with env_kwargs {config['env_kwargs']}: "
+                "evaluation plays the gymnasium env it follows, which has no such settings"
+            )
+        env_kwargs = {k: v for k, v in config["env_kwargs"].items() if "vector" not in k}
+        config = {**config, "env": single_env_id(config["env"]), "env_kwargs": env_kwargs}
+    checkpoint_path, saved = read_run_checkpoint(run_dir if checkpoint is None else checkpoint)
+    with _settings_of(run_dir / "params.json"):
+        agent = make_agent(config, probe_spaces(config), deterministic)
     # One environment, episodes one after another: with several at once, the first episodes to
     # end (the short ones) would fill the count before the long ones finish.
     sampler = SerialSampler(
@@ -464,7 +741,13 @@ def evaluate(
     )
     sampler.initialize(agent, seed=seed)
     try:
-        agent.load_state_dict(checkpoint["agent_state_dict"])
+        try:
+            agent.load_state_dict(saved["agent_state_dict"])
+        except RuntimeError as error:  # (missing or mis-shaped weights)
+            raise ValueError(
+                f"{checkpoint_path} does not fit the agent {run_dir / 'params.json'} "
+                f"describes: {_first_line(error)}; were the files mixed up?"
+            ) from error
         agent.eval_mode(0)
         infos = list(sampler.evaluate_agent(0))
     finally:
