@@ -451,6 +451,7 @@ class ToyAsyncAlgo:
             info.gradNorm.append(float(grad_norm))
             self.update_counter += 1
         self.record.append((self.update_counter, int(self.replay_buffer.count[0]), sampler_itr))
+        self.torch_threads = torch.get_num_threads()  # (the optimizer's, while it trains)
         return info
 
     def optim_state_dict(self):

@@ -127,6 +127,7 @@ def test_rows_by_sampler_iterations_at_the_replay_ratio(tmp_path, pace, start_me
         else dict(sampler_kwargs=dict(delay=0.02))
     )
     affinity = {"sampler": {"toy_mark": 7}, "optimizer": [{"master_torch_threads": 1}]}
+    threads = torch.get_num_threads()
     algo, agent, sampler, rows = train(
         tmp_path, start_method=start_method, affinity=affinity, **slow
     )
@@ -151,7 +152,8 @@ def test_rows_by_sampler_iterations_at_the_replay_ratio(tmp_path, pace, start_me
     assert (record[INITIALIZED], record[SHUT_DOWN], record[BATCHES]) == (1, 1, 24)
     assert record[AFFINITY_MARK] == 7 and record[RECEIVED] > 0
     assert int(agent.sent) == algo.update_counter == 84  # parameters sent after every call
-    assert torch.get_num_threads() == 1
+    assert algo.torch_threads == 1  # the optimizer's affinity while it trained ...
+    assert torch.get_num_threads() == threads  # ... and this process's own again after
     assert column(rows, "lossAverage")[-1] < column(rows, "lossAverage")[0]
     assert algo.async_kwargs["sampler_n_itr"] == 24 and algo.async_kwargs["world_size"] == 1
     assert sampler.init_kwargs["seed"] == 1
