@@ -30,7 +30,6 @@ from rl_suite import (
     MinibatchRlEval,
     SacAgent,
     SerialSampler,
-    SyncRl,
     logger_context,
     make_affinity,
 )
@@ -185,13 +184,15 @@ def test_example_5_default_dqn_with_32_envs_stores_each_frame_once(tmp_path):
     assert replay.samples_frames.nbytes < 9e9
 
 
-def test_example_7_sync_rl_refuses_an_affinity_for_another_machine():
+@pytest.mark.skipif(
+    {2, 3, 24, 25, 26, 27} <= os.sched_getaffinity(0), reason="this machine has those cores"
+)
+def test_example_7_an_affinity_for_another_machine_is_refused():
     """A hard-coded 16-core, 8-GPU affinity on a smaller machine: refused, saying why."""
     with pytest.raises(ValueError, match="may not use"):
         make_affinity(
             run_slot=0, n_cpu_core=16, n_gpu=8, hyperthread_offset=24, n_socket=2, gpu_per_run=2
         )
-    assert SyncRl  # the runner the script would have built
 
 
 def test_atari_dqn_async_serial_with_the_double_buffer_collector(tmp_path):
