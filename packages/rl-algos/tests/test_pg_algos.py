@@ -409,8 +409,8 @@ def test_feed_forward_minibatches_are_the_epoch_orders_split(T, B, minibatches):
     generator = torch.Generator()
     generator.set_state(algo._generator.get_state())
     seen = []
-    loss = algo.loss
-    algo.loss = lambda *args, **kwargs: seen.append((args[0], kwargs)) or loss(*args, **kwargs)
+    loss = algo._loss_fn  # (the loss each gradient step calls)
+    algo._loss_fn = lambda *args, **kwargs: seen.append((args[0], kwargs)) or loss(*args, **kwargs)
     algo.optimize_agent(0, samples)
     observation = samples.env.observation.flatten(0, 1)
     old_value = samples.agent.agent_info.value.flatten(0, 1)

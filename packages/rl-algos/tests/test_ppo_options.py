@@ -204,13 +204,13 @@ def test_value_clip_uses_the_sampled_values():
 
 def record_advantages(algo):
     seen = []
-    loss = algo.loss
+    loss = algo._loss_fn  # (the loss each gradient step calls)
 
     def recording(*args, **kwargs):
         seen.append((args[3].clone(), args[4].clone()))  # advantage, valid
         return loss(*args, **kwargs)
 
-    algo.loss = recording
+    algo._loss_fn = recording
     return seen
 
 

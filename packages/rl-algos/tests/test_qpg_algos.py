@@ -35,6 +35,7 @@ from rl_replay import SamplesFromReplayTL, TlUniformReplayBuffer, UniformReplayB
 
 EnvInfo = namedarraytuple("EnvInfo", ["timeout"])
 OBS_DIM = 2
+SacDistInfo = namedarraytuple("SacDistInfo", ["mean", "log_std"])
 LOW, HIGH = [-2.0, 0.0], [2.0, 5.0]  # an asymmetric Box of two action dims
 
 
@@ -166,8 +167,7 @@ class FakeSacAgent(_Base):
         normal = torch.distributions.Normal(mean, std)
         log_det = 2 * (math.log(2) - u - torch.nn.functional.softplus(-2 * u))  # log(1-tanh²u)
         log_pi = (normal.log_prob(u) - log_det).sum(-1)
-        DistInfo = namedarraytuple("DistInfo", ["mean", "log_std"])
-        return torch.tanh(u), log_pi, DistInfo(mean, log_std)
+        return torch.tanh(u), log_pi, SacDistInfo(mean, log_std)
 
     def q(self, observation, prev_action, prev_reward, action):
         return tuple(self._q(c, observation, action) for c in self.critics)

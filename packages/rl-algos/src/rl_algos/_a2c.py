@@ -9,6 +9,7 @@ import torch
 
 from rl_arrays import AgentInputs, valid_mean
 
+from ._compile import compiled
 from ._pg import OptInfo, PolicyGradientAlgo
 
 __all__ = ["A2C"]
@@ -34,6 +35,7 @@ class A2C(PolicyGradientAlgo):
         initial_optim_state_dict: dict[str, Any] | None = None,
         gae_lambda: float = 1,
         normalize_advantage: bool = False,
+        compile: bool | dict[str, Any] = False,
     ):
         super().__init__(
             discount=discount,
@@ -46,21 +48,30 @@ class A2C(PolicyGradientAlgo):
             initial_optim_state_dict=initial_optim_state_dict,
             gae_lambda=gae_lambda,
             normalize_advantage=normalize_advantage,
+            compile=compile,
         )
 
     def optimize_agent(self, itr: int, samples: Any) -> OptInfo:
         """One gradient step on ``samples``; returns an OptInfo of one-element lists."""
         samples = self._prepare(samples)
-        self._optimizer.zero_grad()
-        loss, entropy, perplexity = self.loss(samples)
-        loss.backward()
-        grad_norm = self._clip_and_step()
+        outputs = self._steps(None, samples, self.process_returns(samples))
+        self.update_counter += 1
+        loss, grad_norm, entropy, perplexity = torch.stack(outputs).tolist()  # one read
         return OptInfo(
-            loss=[loss.item()],
-            gradNorm=[grad_norm.item()],
-            entropy=[entropy.item()],
-            perplexity=[perplexity.item()],
+            loss=[loss], gradNorm=[grad_norm], entropy=[entropy], perplexity=[perplexity]
         )
+
+    def _compile_losses(self, options: dict[str, Any] | None) -> None:
+        self._loss_fn = compiled(self._loss, options, self._agent.recurrent)
+
+    def _update_step(self, variant: Any, *inputs: Any) -> tuple[Any, ...]:
+        """The gradient step on a batch on the device: ``(loss, grad norm, entropy,
+        perplexity)``."""
+        samples, returns = inputs
+        self._optimizer.zero_grad()
+        loss, entropy, perplexity = self._loss_fn(samples, returns)
+        loss.backward()
+        return loss.detach(), self._clip_and_step(), entropy.detach(), perplexity
 
     def loss(self, samples: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(loss, entropy, perplexity)`` of the agent on ``samples`` (loss with grad).
@@ -69,13 +80,19 @@ class A2C(PolicyGradientAlgo):
         sequence from ``prev_rnn_state`` at its first step.
         """
         samples = self._to_device(samples)
+        return self._loss(samples, self.process_returns(samples))
+
+    def _loss(
+        self, samples: Any, returns: tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``loss`` given the batch's ``(return_, advantage, valid)``."""
+        return_, advantage, valid = returns
         agent = self._agent
         agent_inputs = AgentInputs(
             samples.env.observation, samples.agent.prev_action, samples.env.prev_reward
         )
         init_rnn_state = self._init_rnn_state(samples, agent.recurrent)
         dist_info, value = self._forward(agent_inputs, init_rnn_state)
-        return_, advantage, valid = self.process_returns(samples)
         dist = agent.distribution
         log_likelihood = dist.log_likelihood(samples.agent.action, dist_info)
         pi_loss = -valid_mean(log_likelihood * advantage, valid)

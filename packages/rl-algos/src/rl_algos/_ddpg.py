@@ -10,6 +10,7 @@ import torch
 
 from rl_replay import BaseNStepReturnBuffer
 
+from ._compile import compiled
 from ._pg import check_count, check_number
 from ._protocols import DdpgAgentLike
 from ._qpg import DdpgOptInfo, QpgAlgo, frozen, masked_mean
@@ -64,6 +65,7 @@ class DDPG(QpgAlgo[DdpgAgentLike]):
         bootstrap_timelimit: bool = True,
         ReplayBufferCls: Callable[..., BaseNStepReturnBuffer] | None = None,
         replay_device: torch.device | str | None = None,
+        compile: bool | dict[str, Any] = False,
     ):
         super().__init__(
             discount=discount,
@@ -82,6 +84,7 @@ class DDPG(QpgAlgo[DdpgAgentLike]):
             bootstrap_timelimit=bootstrap_timelimit,
             ReplayBufferCls=ReplayBufferCls,
             replay_device=replay_device,
+            compile=compile,
         )
         policy_update_interval = check_count("policy_update_interval", policy_update_interval)
         check_number("learning_rate", learning_rate, 0)
@@ -106,17 +109,34 @@ class DDPG(QpgAlgo[DdpgAgentLike]):
             "q_optimizer": self._require(self.q_optimizer),
         }
 
-    def _update(self, samples: Any, opt_info: Any) -> None:
-        q_loss, q = self.q_loss(samples)
-        q_optimizer = self._require(self.q_optimizer)
-        opt_info.qGradNorm.append(self._step(q_optimizer, q_loss, self._q_params))
-        opt_info.qLoss.append(q_loss.detach())
-        opt_info.q.append(q.mean())
-        if self.update_counter % self.policy_update_interval == 0:
-            mu_loss = self.mu_loss(samples)
+    def _compile_losses(self, options: dict[str, Any] | None) -> None:
+        self._q_loss_fn = compiled(self.q_loss, options)
+        self._mu_loss_fn = compiled(self._mu_loss, options)
+
+    def _variant(self, update_target: bool) -> tuple[bool, ...]:
+        """``(update the policy, update the targets)``."""
+        return self.update_counter % self.policy_update_interval == 0, update_target
+
+    def _update_step(self, variant: tuple[bool, ...], batch: Any) -> tuple[Any, ...]:
+        """The critic's step, the policy's and the targets' when ``variant`` says so:
+        ``(q loss, q grad norm, mean q[, mu loss, mu grad norm])``."""
+        update_policy, update_target = variant
+        q_loss, q = self._q_loss_fn(batch)
+        q_grad_norm = self._step(self._require(self.q_optimizer), q_loss, self._q_params)
+        outputs: tuple[Any, ...] = (q_loss.detach(), q_grad_norm, q.mean())
+        if update_policy:
+            with frozen(self._q_params):
+                mu_loss = self._mu_loss_fn(batch)
             mu_optimizer = self._require(self.mu_optimizer)
-            opt_info.muGradNorm.append(self._step(mu_optimizer, mu_loss, self._mu_params))
-            opt_info.muLoss.append(mu_loss.detach())
+            outputs += (mu_loss.detach(), self._step(mu_optimizer, mu_loss, self._mu_params))
+        if update_target:
+            self._agent.update_target(self.target_update_tau)
+        return outputs
+
+    def _record(self, variant: tuple[bool, ...], outputs: tuple[Any, ...], opt_info: Any) -> None:
+        fields = ("qLoss", "qGradNorm", "q", "muLoss", "muGradNorm")
+        for name, value in zip(fields, outputs, strict=False):
+            getattr(opt_info, name).append(value)
 
     def critics(self, q: Any) -> tuple[torch.Tensor, ...]:
         """The critic values in the agent's ``q`` output (DDPG: its single critic)."""
@@ -149,4 +169,9 @@ class DDPG(QpgAlgo[DdpgAgentLike]):
     def mu_loss(self, samples: Any) -> torch.Tensor:
         """``-mean(Q(s, mu(s)))``: the policy climbs the critic (held fixed)."""
         with frozen(self._q_params):
-            return -self._agent.q_at_mu(*samples.agent_inputs).mean()
+            return self._mu_loss(samples)
+
+    def _mu_loss(self, samples: Any) -> torch.Tensor:
+        """``mu_loss`` with the critic's parameters frozen by the caller (a compiled function
+        cannot change them)."""
+        return -self._agent.q_at_mu(*samples.agent_inputs).mean()

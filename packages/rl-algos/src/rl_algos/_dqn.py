@@ -23,6 +23,7 @@ from rl_replay import (
     UniformReplayFrameBuffer,
 )
 
+from ._compile import compiled
 from ._pg import check_count, check_number, clip_and_step
 from ._protocols import QAgentLike
 from ._replay_algo import ReplayAlgo, check_agent, check_positive, observation_bytes
@@ -119,6 +120,7 @@ class DQN(ReplayAlgo[QAgentLike]):
         frame_buffer: bool | None = None,
         bootstrap_timelimit: bool = False,
         replay_device: torch.device | str | None = None,
+        compile: bool | dict[str, Any] = False,
     ):
         if delta_clip is not None:
             check_positive("delta_clip", delta_clip)
@@ -139,6 +141,7 @@ class DQN(ReplayAlgo[QAgentLike]):
             bootstrap_timelimit=bootstrap_timelimit,
             ReplayBufferCls=ReplayBufferCls,
             replay_device=replay_device,
+            compile=compile,
         )
         check_number("learning_rate", learning_rate, 0)
         eps_steps = check_count("eps_steps", eps_steps, 0)
@@ -236,19 +239,21 @@ class DQN(ReplayAlgo[QAgentLike]):
 
     # ------------------------------------------------------------------ training
 
-    def _update(self, batch: Any, opt_info: Any) -> None:
-        """One gradient step on a replayed batch; new priorities with prioritized replay
-        (written under the buffer's lock: in async mode the copier appends meanwhile)."""
+    def _compile_losses(self, options: dict[str, Any] | None) -> None:
+        self._loss_fn = compiled(self._loss_and_priorities, options)
+
+    def _update_step(self, variant: tuple[bool, ...], batch: Any) -> tuple[Any, ...]:
+        """One gradient step on a replayed batch (and the target's update when ``variant``
+        says so): ``(loss, grad norm, mean |TD error|, priorities)``."""
+        (update_target,) = variant
         for param in self._params:  # (the optimizer's zero_grad, without its overhead)
             param.grad = None
-        loss, td_abs_errors, priorities = self._loss_and_priorities(batch)
+        loss, td_abs_errors, priorities = self._loss_fn(batch)
         loss.backward()
         grad_norm = self._clip_and_step()
-        if self.prioritized_replay:
-            self._replay_buffer.update_batch_priorities(
-                priorities.clamp(min=_MIN_PRIORITY).cpu().numpy()
-            )
-        self._record(opt_info, loss, grad_norm, td_abs_errors, priorities)
+        if update_target:
+            self._agent.update_target(self.target_update_tau)
+        return loss.detach(), grad_norm, td_abs_errors.mean(), priorities
 
     def _loss_and_priorities(self, batch: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         if isinstance(batch, TargetedBatch):
@@ -257,19 +262,18 @@ class DQN(ReplayAlgo[QAgentLike]):
             loss, td_abs_errors = self.loss(batch)
         return loss, td_abs_errors, td_abs_errors
 
-    def _record(
-        self,
-        opt_info: Any,
-        loss: torch.Tensor,
-        grad_norm: torch.Tensor,
-        td_abs_errors: torch.Tensor,
-        priorities: torch.Tensor,
-    ) -> None:
-        """Append the update's diagnostics as 0-dim tensors (``optimize_agent`` reads them
-        together: one wait for the device per call, not three per update)."""
-        opt_info.loss.append(loss.detach())
+    def _record(self, variant: tuple[bool, ...], outputs: tuple[Any, ...], opt_info: Any) -> None:
+        """New priorities with prioritized replay (written under the buffer's lock: in async
+        mode the copier appends meanwhile); the diagnostics appended as 0-dim tensors
+        (``optimize_agent`` reads them together: one wait for the device per call)."""
+        loss, grad_norm, td_abs_error, priorities = outputs
+        if self.prioritized_replay:
+            self._replay_buffer.update_batch_priorities(
+                priorities.clamp(min=_MIN_PRIORITY).cpu().numpy()
+            )
+        opt_info.loss.append(loss)
         opt_info.gradNorm.append(grad_norm)
-        opt_info.tdAbsErr.append(td_abs_errors.mean())
+        opt_info.tdAbsErr.append(td_abs_error)
 
     def loss(self, samples: Any) -> tuple[torch.Tensor, torch.Tensor]:
         """``(loss, |TD error| per transition)`` on a replayed batch (leading dim [B], tensors
@@ -386,6 +390,7 @@ class DQN(ReplayAlgo[QAgentLike]):
             raise TypeError(f"state_dict must be a dict, got {type(state_dict).__name__}")
         if "param_groups" in state_dict:
             self._optimizer.load_state_dict(copy.deepcopy(state_dict))
+            self._restart_steps()
             return
         missing = [
             key for key in ("optimizer", "update_counter", "pri_beta") if key not in state_dict
@@ -396,6 +401,7 @@ class DQN(ReplayAlgo[QAgentLike]):
                 "optim_state_dict() returns"
             )
         self._optimizer.load_state_dict(copy.deepcopy(state_dict["optimizer"]))
+        self._restart_steps()
         self.update_counter = int(state_dict["update_counter"])
         if self.prioritized_replay and state_dict["pri_beta"] is not None:
             self.pri_beta = float(state_dict["pri_beta"])

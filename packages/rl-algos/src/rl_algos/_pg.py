@@ -13,6 +13,7 @@ import torch
 
 from rl_arrays import BatchSpec, as_count, buffer_method, buffer_to, torchify_buffer
 
+from ._compile import UpdateSteps, check_compile, make_capturable
 from ._protocols import PgAgentLike, PgDistributionLike
 from ._returns import (
     discount_return,
@@ -84,7 +85,10 @@ class PolicyGradientAlgo:
 
     Holds the settings shared by both, builds the optimizer over ``agent.parameters()`` in
     :meth:`initialize`, and turns a batch of samples into returns, advantages and a valid mask
-    (:meth:`process_returns`). Subclasses implement ``optimize_agent(itr, samples)``.
+    (:meth:`process_returns`). Subclasses implement ``optimize_agent(itr, samples)``, whose
+    gradient steps go through ``self._steps`` (``_update_step``: tensors in, tensors out,
+    nothing read on the host, so that ``compile`` can replay it as a CUDA graph) and the
+    loss functions ``_compile_losses`` sets.
     """
 
     bootstrap_value = True  # the sampler must record samples.agent.bootstrap_value
@@ -105,6 +109,7 @@ class PolicyGradientAlgo:
         gae_lambda: float,
         normalize_advantage: bool | str,
         clip_grad_separately: bool = False,
+        compile: bool | dict[str, Any] = False,
     ):
         check_number("discount", discount, 0, 1)
         check_number("learning_rate", learning_rate, 0)
@@ -132,6 +137,8 @@ class PolicyGradientAlgo:
         self.initial_optim_state_dict = initial_optim_state_dict
         self.gae_lambda = gae_lambda
         self.normalize_advantage = self._check_normalize_advantage(normalize_advantage)
+        self.compile = compile
+        self._compile_options = check_compile(compile)
         self.agent: PgAgentLike | None = None
         self.optimizer: torch.optim.Optimizer | None = None
         self.update_counter = 0
@@ -181,6 +188,20 @@ class PolicyGradientAlgo:
         if not self._params:
             raise ValueError("agent.parameters() is empty: there is nothing to optimize")
         self.optimizer = self.OptimCls(self._params, lr=self.learning_rate, **self.optim_kwargs)
+        graphs = self._compile_options is not None and self._agent.device.type == "cuda"
+        if graphs:
+            make_capturable([self.optimizer], type(self).__name__)
+        self._compile_losses(self._compile_options)
+        self._steps = UpdateSteps(self._update_step, type(self).__name__, graphs)
+
+    def _compile_losses(self, options: dict[str, Any] | None) -> None:
+        """Set the loss functions ``_update_step`` calls, compiled with ``options`` (None:
+        as they are)."""
+        raise NotImplementedError
+
+    def _update_step(self, variant: Any, *inputs: Any) -> tuple[Any, ...]:
+        """One gradient step; returns its diagnostics (tensors)."""
+        raise NotImplementedError
 
     def optim_state_dict(self) -> dict[str, Any]:
         """A copy of everything needed to resume optimisation exactly: tensors, numbers, lists
@@ -198,10 +219,18 @@ class PolicyGradientAlgo:
         # Copies: the optimizer would otherwise update the caller's tensors in place.
         if "param_groups" in state_dict:
             self._optimizer.load_state_dict(copy.deepcopy(state_dict))
+            self._restart_steps()
             return
         self._require_keys(state_dict, ("optimizer", "update_counter"))
         self._optimizer.load_state_dict(copy.deepcopy(state_dict["optimizer"]))
+        self._restart_steps()
         self.update_counter = int(state_dict["update_counter"])
+
+    def _restart_steps(self) -> None:
+        """After the optimizer's state was replaced: captured steps would use the old one."""
+        self._steps.reset()
+        if self._steps.graphs:
+            make_capturable([self._optimizer], type(self).__name__)
 
     def process_returns(self, samples: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Returns, advantages and a 0/1 float valid mask, each ``[T, B]``, for a batch.
@@ -319,7 +348,8 @@ class PolicyGradientAlgo:
     def _clip_and_step(self) -> torch.Tensor:
         """Clip the gradient norm (each network's with ``clip_grad_separately``), take an
         optimizer step; returns the norm of all the gradients before clipping (a tensor:
-        reading it as a number waits for the device)."""
+        reading it as a number waits for the device). The caller counts the update (this
+        runs inside a captured step, where Python does not run again)."""
         if self.clip_grad_separately:
             groups = self._agent.gradient_groups()  # type: ignore[attr-defined]  # optional member
             norms = torch.stack([clip_grads(grads, self.clip_grad_norm) for grads in groups])
@@ -327,7 +357,6 @@ class PolicyGradientAlgo:
             self._optimizer.step()
         else:
             grad_norm = clip_and_step(self._optimizer, self._params, self.clip_grad_norm)
-        self.update_counter += 1
         return grad_norm
 
     @property

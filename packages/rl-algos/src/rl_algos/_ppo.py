@@ -11,6 +11,7 @@ import torch
 
 from rl_arrays import AgentInputs, BatchSpec, buffer_func, buffer_method, namedarraytuple
 
+from ._compile import compiled
 from ._pg import PolicyGradientAlgo, check_count, check_number
 from ._protocols import PgAgentLike
 from ._trajectories import trajectory_layout
@@ -71,6 +72,7 @@ class PPO(PolicyGradientAlgo):
         value_clip: float | None = None,
         recurrent_minibatch: str = "sequence",
         clip_grad_separately: bool = False,
+        compile: bool | dict[str, Any] = False,
     ):
         super().__init__(
             discount=discount,
@@ -84,6 +86,7 @@ class PPO(PolicyGradientAlgo):
             gae_lambda=gae_lambda,
             normalize_advantage=normalize_advantage,
             clip_grad_separately=clip_grad_separately,
+            compile=compile,
         )
         minibatches = check_count("minibatches", minibatches)
         epochs = check_count("epochs", epochs)
@@ -97,6 +100,11 @@ class PPO(PolicyGradientAlgo):
                     "desired_kl and linear_lr_schedule=True both set the learning rate: "
                     "pass linear_lr_schedule=False with desired_kl"
                 )
+        if desired_kl is not None and self._compile_options is not None:
+            raise ValueError(
+                "compile=True cannot take desired_kl: the adaptive learning rate reads each "
+                "minibatch's KL on the host, which a captured update step cannot"
+            )
         if value_clip is not None:
             check_number("value_clip", value_clip, 0)
         if recurrent_minibatch not in _RECURRENT_MINIBATCHES:
@@ -127,6 +135,15 @@ class PPO(PolicyGradientAlgo):
         """As the base, and checks that ``batch_spec`` (when given) has room for
         ``minibatches``: ``B`` sequences for a recurrent agent, ``T * B`` steps otherwise."""
         super().initialize(agent, n_itr, batch_spec, mid_batch_reset, examples, world_size, rank)
+        if (
+            self._compile_options is not None
+            and agent.recurrent
+            and self.recurrent_minibatch == "padded"
+        ):
+            raise ValueError(
+                'compile=True cannot take recurrent_minibatch="padded": its minibatches change '
+                "shape with the episodes, and a captured update step has fixed shapes"
+            )
         if batch_spec is not None:
             self._check_batch_size(int(batch_spec.T), int(batch_spec.B))
 
@@ -147,6 +164,39 @@ class PPO(PolicyGradientAlgo):
         self._generator = torch.Generator(self._agent.device)
         self._generator.manual_seed(int(torch.randint(2**62, ())))
         self.ratio_clip = self._base_ratio_clip
+
+    def _compile_losses(self, options: dict[str, Any] | None) -> None:
+        self._loss_fn = compiled(self.loss, options, self._agent.recurrent)
+        # Compiled, the ratio clip is a tensor that the schedule changes in place: a float
+        # would be read once, when the code is compiled or captured.
+        device = self._agent.device
+        self._ratio_clip_arg: float | torch.Tensor = (
+            self.ratio_clip if options is None else torch.tensor(self.ratio_clip, device=device)
+        )
+
+    def _update_step(self, variant: Any, *inputs: Any) -> tuple[Any, ...]:
+        """One gradient step on a minibatch: ``(loss, grad norm, dist_info, ratio)``."""
+        minibatch, rnn_state, old_value = inputs
+        if self.normalize_advantage == "minibatch":
+            advantage = self._normalize(minibatch.advantage, minibatch.valid)
+            minibatch = minibatch._replace(advantage=advantage)
+        self._optimizer.zero_grad()
+        loss, dist_info, ratio = self._loss_fn(
+            minibatch.agent_inputs,
+            minibatch.action,
+            minibatch.return_,
+            minibatch.advantage,
+            minibatch.valid,
+            minibatch.old_dist_info,
+            rnn_state,
+            old_value=old_value,
+            ratio_clip=self._ratio_clip_arg,
+        )
+        if self.desired_kl is not None:  # (recurrent: the padding left out; never compiled)
+            kl_weights = minibatch.valid if self._agent.recurrent else None
+            self._adapt_learning_rate(minibatch.old_dist_info, dist_info, kl_weights)
+        loss.backward()
+        return loss.detach(), self._clip_and_step(), dist_info, ratio
 
     def optimize_agent(self, itr: int, samples: Any) -> PpoOptInfo:
         """``epochs`` passes of minibatch gradient steps on ``samples``; one PpoOptInfo entry
@@ -182,6 +232,11 @@ class PPO(PolicyGradientAlgo):
             old_value = None if old_value is None else old_value.flatten(0, 1)
         n = B if recurrent else T * B
         losses, grad_norms, steps, learning_rates = [], [], [], []
+        if isinstance(self._ratio_clip_arg, torch.Tensor):
+            self._ratio_clip_arg.fill_(self.ratio_clip)
+        else:
+            self._ratio_clip_arg = self.ratio_clip
+        lr = float(self._optimizer.param_groups[0]["lr"])  # (changes within only with desired_kl)
         for _ in range(self.epochs):
             # The whole batch by default: its loss does not depend on the order.
             batch, batch_old_value = loss_inputs, old_value
@@ -201,27 +256,15 @@ class PPO(PolicyGradientAlgo):
                 minibatch = batch[where]
                 mb_old_value = None if batch_old_value is None else batch_old_value[where]
                 rnn_state = None if init_rnn_state is None else init_rnn_state[idxs]
-                if self.normalize_advantage == "minibatch":
-                    advantage = self._normalize(minibatch.advantage, minibatch.valid)
-                    minibatch = minibatch._replace(advantage=advantage)
-                self._optimizer.zero_grad()
-                loss, dist_info, ratio = self.loss(
-                    minibatch.agent_inputs,
-                    minibatch.action,
-                    minibatch.return_,
-                    minibatch.advantage,
-                    minibatch.valid,
-                    minibatch.old_dist_info,
-                    rnn_state,
-                    old_value=mb_old_value,
+                loss, grad_norm, dist_info, ratio = self._steps(
+                    None, minibatch, rnn_state, mb_old_value
                 )
-                if self.desired_kl is not None:  # (recurrent: the padding left out)
-                    kl_weights = minibatch.valid if recurrent else None
-                    self._adapt_learning_rate(minibatch.old_dist_info, dist_info, kl_weights)
-                learning_rates.append(self._optimizer.param_groups[0]["lr"])
-                loss.backward()
-                grad_norms.append(self._clip_and_step())
-                losses.append(loss.detach())
+                self.update_counter += 1
+                if self.desired_kl is not None:
+                    lr = float(self._optimizer.param_groups[0]["lr"])
+                learning_rates.append(lr)
+                grad_norms.append(grad_norm)
+                losses.append(loss)
                 steps.append((dist_info, ratio, minibatch.old_dist_info, minibatch.valid))
         # Every per-step diagnostic in one read from the device.
         diagnostics = torch.cat(
@@ -252,6 +295,7 @@ class PPO(PolicyGradientAlgo):
         old_dist_info: Any,
         init_rnn_state: Any = None,
         old_value: torch.Tensor | None = None,
+        ratio_clip: float | torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, Any, torch.Tensor]:
         """``(loss, dist_info, ratio)`` for one minibatch: the loss with grad, and the new
         distribution parameters and likelihood ratios, detached, for the diagnostics.
@@ -262,7 +306,8 @@ class PPO(PolicyGradientAlgo):
         (recurrent agents) is batch-first ``[B, N, H]``, as stored in samples. With
         ``value_clip``, ``(value - return)^2`` becomes ``max((value - return)^2, (old_value +
         clip(value - old_value, -value_clip, value_clip) - return)^2)``, ``old_value`` being
-        the value recorded at sampling time.
+        the value recorded at sampling time. ``ratio_clip`` (None: the current one) may be a
+        tensor.
         """
         if self.value_clip is not None and old_value is None:
             raise ValueError("value_clip needs old_value, the values recorded when sampling")
@@ -270,7 +315,8 @@ class PPO(PolicyGradientAlgo):
         dist_info, value = self._forward(agent_inputs, init_rnn_state)
         dist = agent.distribution
         ratio = dist.likelihood_ratio(action, old_dist_info, dist_info)
-        clipped_ratio = torch.clamp(ratio, 1.0 - self.ratio_clip, 1.0 + self.ratio_clip)
+        eps = self.ratio_clip if ratio_clip is None else ratio_clip
+        clipped_ratio = torch.clamp(ratio, 1.0 - eps, 1.0 + eps)  # type: ignore[arg-type]  # a float or a tensor
         surrogate = torch.min(ratio * advantage, clipped_ratio * advantage)
         # The policy and value losses as one weighted sum over the valid steps: a small
         # network's step costs about as much per operation as per flop.

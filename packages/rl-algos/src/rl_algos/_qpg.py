@@ -131,4 +131,5 @@ class QpgAlgo(ReplayAlgo[QpgAgentT]):
             )
         for name, optimizer in optimizers.items():
             optimizer.load_state_dict(copy.deepcopy(state_dict[name]))
+        self._restart_steps()
         self.update_counter = int(state_dict["update_counter"])

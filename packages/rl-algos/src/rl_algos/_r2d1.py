@@ -31,6 +31,7 @@ from rl_replay import (
     discount_return_n_step,
 )
 
+from ._compile import compiled
 from ._dqn import DQN, huber_loss
 from ._pg import check_count, check_number
 from ._protocols import R2d1AgentLike
@@ -126,6 +127,7 @@ class R2D1(DQN):
         ReplayBufferCls: Callable[..., BaseNStepReturnBuffer] | None = None,
         updates_per_sync: int = 1,
         frame_buffer: bool | None = None,
+        compile: bool | dict[str, Any] = False,
     ):
         batch_T = check_count("batch_T", batch_T)
         batch_B = check_count("batch_B", batch_B)
@@ -166,6 +168,7 @@ class R2D1(DQN):
             ReplayBufferCls=ReplayBufferCls,
             updates_per_sync=updates_per_sync,
             frame_buffer=frame_buffer,
+            compile=compile,
         )
         self.batch_T = batch_T
         self.batch_B = batch_B
@@ -362,19 +365,15 @@ class R2D1(DQN):
 
     # ------------------------------------------------------------------ training
 
+    def _compile_losses(self, options: dict[str, Any] | None) -> None:
+        self._loss_fn = compiled(self._loss_and_priorities, options, recurrent=True)
+
     def _loss_and_priorities(self, batch: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         return self.loss(batch)
 
-    def _record(
-        self,
-        opt_info: Any,
-        loss: torch.Tensor,
-        grad_norm: torch.Tensor,
-        td_abs_errors: torch.Tensor,
-        priorities: torch.Tensor,
-    ) -> None:
-        super()._record(opt_info, loss, grad_norm, td_abs_errors, priorities)
-        opt_info.priority.append(priorities.mean())
+    def _record(self, variant: tuple[bool, ...], outputs: tuple[Any, ...], opt_info: Any) -> None:
+        super()._record(variant, outputs, opt_info)
+        opt_info.priority.append(outputs[3].mean())
 
     def loss(  # type: ignore[override]  # (see the class: also the priorities)
         self, samples: Any

@@ -7,8 +7,9 @@ samples)`` appends the batch, then updates) or ``async_initialize`` (the asynchr
 the replay buffer on shared memory, filled by another process with ``samples_to_buffer``;
 ``optim_initialize(rank)``, then ``optimize_agent(itr, sampler_itr=...)`` from the replay
 alone). ``replay_device`` keeps the replay buffer as tensors on that device, whose batches
-the update then takes without a copy (None: numpy on the host). Details: the package README,
-"Replay-based training".
+the update then takes without a copy (None: numpy on the host). ``compile`` compiles the
+losses and, on CUDA, replays each update as a CUDA graph (``_compile``). Details: the package
+README, "Replay-based training".
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import torch
 from rl_arrays import BatchSpec, buffer_to, normalize_device, numpify_buffer, torchify_buffer
 from rl_replay import BaseNStepReturnBuffer, SamplesToBuffer, SamplesToBufferTl
 
+from ._compile import UpdateSteps, check_compile, make_capturable
 from ._pg import check_count, check_number
 from ._protocols import DdpgAgentLike, QAgentLike, R2d1AgentLike, SacAgentLike
 
@@ -106,7 +108,11 @@ class ReplayAlgo(Generic[AgentT]):
     """Base of the replay-based algorithms (see the module). Subclasses give the agent check
     (``agent_members`` / ``_check_agent``), what the agent is told of the schedule
     (``_tell_agent``), the default replay class, the optimizers (``_make_optimizers``,
-    ``_optimizers``) and one update on a replayed batch (``_update``)."""
+    ``_optimizers``), the losses to compile (``_compile_losses``) and one update on a replayed
+    batch: ``_variant`` (what this update does besides the critic's step, as a tuple of
+    bools), ``_update_step`` (the update itself: tensors in, tensors out, nothing read on the
+    host nor changed in Python, so that it can be replayed as a CUDA graph) and ``_record``
+    (its outputs into the diagnostics)."""
 
     bootstrap_value = False  # the sampler need not record a bootstrap value
     OptInfoCls: Any
@@ -132,6 +138,7 @@ class ReplayAlgo(Generic[AgentT]):
         bootstrap_timelimit: bool,
         ReplayBufferCls: Callable[..., BaseNStepReturnBuffer] | None,
         replay_device: torch.device | str | None = None,
+        compile: bool | dict[str, Any] = False,
     ):
         check_number("discount", discount, 0, 1)
         batch_size = check_count("batch_size", batch_size)
@@ -178,6 +185,8 @@ class ReplayAlgo(Generic[AgentT]):
         self.bootstrap_timelimit = bool(bootstrap_timelimit)
         self.ReplayBufferCls = ReplayBufferCls
         self.replay_device = replay_device
+        self.compile = compile
+        self._compile_options = check_compile(compile)
         self.agent: AgentT | None = None
         self.replay_buffer: BaseNStepReturnBuffer | None = None
         self.update_counter = 0
@@ -281,8 +290,26 @@ class ReplayAlgo(Generic[AgentT]):
         self._agent  # noqa: B018 (raises unless initialized)
         self.rank = rank
         self._make_optimizers()
+        graphs = self._compile_options is not None and self._device.type == "cuda"
+        if graphs:
+            make_capturable(list(self._optimizers().values()), type(self).__name__)
+        self._compile_losses(self._compile_options)
+        self._steps = UpdateSteps(self._update_step, type(self).__name__, graphs)
         if self.initial_optim_state_dict is not None:
             self.load_optim_state_dict(self.initial_optim_state_dict)
+
+    def _compile_losses(self, options: dict[str, Any] | None) -> None:
+        """Set the loss functions ``_update_step`` calls, compiled with ``options`` (None:
+        as they are)."""
+        raise NotImplementedError
+
+    def _restart_steps(self) -> None:
+        """After the optimizers' state was replaced: captured steps would use the old one."""
+        steps = getattr(self, "_steps", None)
+        if steps is not None:
+            steps.reset()
+            if steps.graphs:
+                make_capturable(list(self._optimizers().values()), type(self).__name__)
 
     def _make_optimizers(self) -> None:
         raise NotImplementedError
@@ -419,9 +446,7 @@ class ReplayAlgo(Generic[AgentT]):
         self._optimizers()  # (raises unless optim_initialize ran)
         for batch in self._replayed_batches(buffer, self.updates_per_optimize):
             self.update_counter += 1
-            self._update(batch, opt_info)
-            if self.update_counter % self.target_update_interval == 0:
-                self._agent.update_target(self.target_update_tau)
+            self._update(batch, opt_info, self.update_counter % self.target_update_interval == 0)
         self.update_itr_hyperparams(itr)
         return type(opt_info)(*(_floats(values) for values in opt_info))
 
@@ -461,8 +486,22 @@ class ReplayAlgo(Generic[AgentT]):
         computed for all of them at once."""
         return draw
 
-    def _update(self, samples: Any, opt_info: Any) -> None:
+    def _update(self, batch: Any, opt_info: Any, update_target: bool = False) -> None:
         """One update on a replayed batch, recorded in ``opt_info``."""
+        variant = self._variant(update_target)
+        self._record(variant, self._steps(variant, batch), opt_info)
+
+    def _variant(self, update_target: bool) -> tuple[bool, ...]:
+        """What the next update does (its ``_update_step`` variant): here, whether it moves
+        the target networks."""
+        return (update_target,)
+
+    def _update_step(self, variant: tuple[bool, ...], batch: Any) -> tuple[Any, ...]:
+        """One update on a replayed batch; returns its diagnostics (tensors)."""
+        raise NotImplementedError
+
+    def _record(self, variant: tuple[bool, ...], outputs: tuple[Any, ...], opt_info: Any) -> None:
+        """Append an update's diagnostics (``_update_step``'s outputs) to ``opt_info``."""
         raise NotImplementedError
 
     def _replay_batch_B(self) -> int:

@@ -13,6 +13,7 @@ import torch
 from rl_arrays import BatchSpec
 from rl_replay import BaseNStepReturnBuffer
 
+from ._compile import compiled
 from ._pg import check_number, clip_and_step
 from ._protocols import SacAgentLike
 from ._qpg import QpgAlgo, frozen, masked_mean
@@ -93,6 +94,7 @@ class SAC(QpgAlgo[SacAgentLike]):
         bootstrap_timelimit: bool = True,
         ReplayBufferCls: Callable[..., BaseNStepReturnBuffer] | None = None,
         replay_device: torch.device | str | None = None,
+        compile: bool | dict[str, Any] = False,
     ):
         super().__init__(
             discount=discount,
@@ -111,6 +113,7 @@ class SAC(QpgAlgo[SacAgentLike]):
             bootstrap_timelimit=bootstrap_timelimit,
             ReplayBufferCls=ReplayBufferCls,
             replay_device=replay_device,
+            compile=compile,
         )
         check_number("learning_rate", learning_rate, 0)
         if fixed_alpha is not None:
@@ -171,28 +174,45 @@ class SAC(QpgAlgo[SacAgentLike]):
         """The current temperature."""
         return math.exp(self._require(self.log_alpha).item())
 
-    def _update(self, samples: Any, opt_info: Any) -> None:
+    def _compile_losses(self, options: dict[str, Any] | None) -> None:
+        self._q_loss_fn = compiled(self.q_loss, options)
+        self._pi_loss_fn = compiled(self._policy_loss, options)
+
+    def _update_step(self, variant: tuple[bool, ...], batch: Any) -> tuple[Any, ...]:
+        """The critics' step, the policy's and temperature's, the targets' when ``variant``
+        says so; returns the diagnostics in ``SacOptInfo``'s order."""
+        (update_target,) = variant
         alpha = self._require(self.log_alpha).detach().exp()
-        q1_loss, q2_loss, q1, q2 = self.q_loss(samples, alpha)
+        q1_loss, q2_loss, q1, q2 = self._q_loss_fn(batch, alpha)
         q_optimizer = self._require(self.q_optimizer)
         q_grad_norm = self._step(q_optimizer, q1_loss + q2_loss, self._q_params)
-        action, log_pi, dist_info = self._agent.pi(*samples.agent_inputs)
-        pi_loss = self.pi_loss(samples, action, log_pi, alpha)
+        with frozen(self._q_params):
+            pi_loss, log_pi, dist_info = self._pi_loss_fn(batch, alpha)
         pi_grad_norm = self._pi_and_alpha_step(pi_loss, log_pi)
-        values = dict(
-            q1Loss=q1_loss.detach(),
-            q2Loss=q2_loss.detach(),
-            piLoss=pi_loss.detach(),
-            qGradNorm=q_grad_norm,
-            piGradNorm=pi_grad_norm,
-            q1=q1.mean(),
-            q2=q2.mean(),
-            piMu=dist_info.mean.detach().mean(),
-            piLogStd=dist_info.log_std.detach().mean(),
-            alpha=alpha.reshape(()),
+        if update_target:
+            self._agent.update_target(self.target_update_tau)
+        return (
+            q1_loss.detach(),
+            q2_loss.detach(),
+            pi_loss.detach(),
+            q_grad_norm,
+            pi_grad_norm,
+            q1.mean(),
+            q2.mean(),
+            dist_info.mean.detach().mean(),
+            dist_info.log_std.detach().mean(),
+            alpha.reshape(()),
         )
-        for name, value in values.items():
-            getattr(opt_info, name).append(value)
+
+    def _record(self, variant: tuple[bool, ...], outputs: tuple[Any, ...], opt_info: Any) -> None:
+        for values, value in zip(opt_info, outputs, strict=True):
+            values.append(value)
+
+    def _policy_loss(self, samples: Any, alpha: torch.Tensor) -> tuple[torch.Tensor, Any, Any]:
+        """``(pi_loss, log_pi, dist_info)`` of a fresh policy action at the batch's
+        observations, the critics frozen by the caller (a compiled function cannot)."""
+        action, log_pi, dist_info = self._agent.pi(*samples.agent_inputs)
+        return self._pi_loss(samples, action, log_pi, alpha), log_pi, dist_info
 
     def _pi_and_alpha_step(self, pi_loss: torch.Tensor, log_pi: torch.Tensor) -> torch.Tensor:
         """The policy's step and the temperature's, from one backward pass: the temperature's
@@ -239,10 +259,15 @@ class SAC(QpgAlgo[SacAgentLike]):
         """``mean(alpha * log_pi - min(Q1, Q2)(s, action) - log prior(action))`` for the
         policy's reparameterised ``action`` (grad flows through it into the policy; the
         critics are held fixed)."""
+        with frozen(self._q_params):
+            return self._pi_loss(samples, action, log_pi, alpha)
+
+    def _pi_loss(
+        self, samples: Any, action: torch.Tensor, log_pi: torch.Tensor, alpha: torch.Tensor
+    ) -> torch.Tensor:
         # (observation, prev_action, prev_reward)
         inputs: tuple[Any, Any, Any] = samples.agent_inputs
-        with frozen(self._q_params):
-            q1, q2 = self._agent.q(*inputs, action)
+        q1, q2 = self._agent.q(*inputs, action)
         loss = alpha * log_pi - torch.minimum(q1, q2)
         if self.action_prior == "gaussian":
             loss = loss - self.prior_log_prob(action)
