@@ -343,3 +343,37 @@ def test_the_process_gets_its_cpus_and_threads_back_after_training(tmp_path):
     runner, _ = run(tmp_path, affinity=affinity)
     assert runner.n_itr == 6  # (it ran)
     assert (os.sched_getaffinity(0), torch.get_num_threads()) == (cpus, threads)
+
+
+class TensorInfoAlgo(ToyAlgo):
+    """ToyAlgo leaving its diagnostics as 1-D tensors, as compiled algorithms do."""
+
+    def optimize_agent(self, itr, samples):
+        info = super().optimize_agent(itr, samples)
+        return type(info)(*(torch.tensor(values) for values in info))
+
+
+def test_diagnostics_left_as_tensors_are_read_once_per_row(tmp_path, monkeypatch):
+    """The tensors wait in the runner until a row is written, and are read then, all in one
+    ``tolist``; the row is the one their numbers would give."""
+    progress = {}
+    for name, algo_cls in [("floats", ToyAlgo), ("tensors", TensorInfoAlgo)]:
+        _, agent, sampler = make()
+        runner = MinibatchRl(algo_cls(), agent, sampler, n_steps=48, seed=3, log_interval_steps=16)
+        reads: list[int] = []
+        original = torch.Tensor.tolist
+
+        def counted(t, reads=reads, original=original):
+            reads.append(1)
+            return original(t)
+
+        monkeypatch.setattr(torch.Tensor, "tolist", counted)
+        with logger_context(tmp_path / name, 0, name) as run_dir:
+            runner.train()
+        monkeypatch.undo()
+        progress[name] = read_progress(run_dir)[1]
+        if name == "tensors":
+            assert len(reads) == len(progress[name]) == 3
+    for key in ("lossAverage", "gradNormMax", "CumUpdates"):
+        floats, tensors = ([float(r[key]) for r in progress[n]] for n in ("floats", "tensors"))
+        assert tensors == pytest.approx(floats, rel=1e-6)

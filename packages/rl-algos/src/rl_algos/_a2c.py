@@ -52,10 +52,13 @@ class A2C(PolicyGradientAlgo):
         )
 
     def optimize_agent(self, itr: int, samples: Any) -> OptInfo:
-        """One gradient step on ``samples``; returns an OptInfo of one-element lists."""
+        """One gradient step on ``samples``; returns an OptInfo of one-element lists (with
+        ``compile``, tensors left on the device)."""
         samples = self._prepare(samples)
         outputs = self._steps(None, samples, self.process_returns(samples))
         self.update_counter += 1
+        if self._compile_options is not None:
+            return OptInfo(*(output.reshape(1) for output in outputs))
         loss, grad_norm, entropy, perplexity = torch.stack(outputs).tolist()  # one read
         return OptInfo(
             loss=[loss], gradNorm=[grad_norm], entropy=[entropy], perplexity=[perplexity]

@@ -19,7 +19,13 @@ from typing import Any, TypeVar
 
 import torch
 
-__all__ = ["UpdateSteps", "check_compile", "compiled", "make_capturable"]
+__all__ = [
+    "UpdateSteps",
+    "check_compile",
+    "check_single_process",
+    "compiled",
+    "make_capturable",
+]
 
 FnT = TypeVar("FnT", bound=Callable[..., Any])
 
@@ -41,6 +47,18 @@ def check_compile(value: Any) -> dict[str, Any] | None:
     raise ValueError(
         f"compile must be True, False or a dict of torch.compile's keyword arguments, got {value!r}"
     )
+
+
+def check_single_process(options: dict[str, Any] | None, world_size: int) -> None:
+    """Refuse compiling a run of several processes: their gradients are all-reduced by
+    DistributedDataParallel's hooks during the backward pass, which a compiled update
+    cannot hold in one graph."""
+    if options is not None and world_size > 1:
+        raise ValueError(
+            f"compile=True trains in one process, got world_size={world_size}: the "
+            "all-reduce of several processes' gradients cannot be compiled into the update "
+            "(use compile=False, or one process)"
+        )
 
 
 def compiled(fn: FnT, options: dict[str, Any] | None, recurrent: bool = False) -> FnT:

@@ -13,7 +13,7 @@ import torch
 
 from rl_arrays import BatchSpec, as_count, buffer_method, buffer_to, torchify_buffer
 
-from ._compile import UpdateSteps, check_compile, make_capturable
+from ._compile import UpdateSteps, check_compile, check_single_process, make_capturable
 from ._protocols import PgAgentLike, PgDistributionLike
 from ._returns import (
     discount_return,
@@ -164,6 +164,7 @@ class PolicyGradientAlgo:
             )
         n_itr = check_count("n_itr", n_itr)
         world_size = check_count("world_size", world_size)
+        check_single_process(self._compile_options, world_size)
         rank = check_count("rank", rank, 0)
         self.agent = agent
         self.n_itr = n_itr

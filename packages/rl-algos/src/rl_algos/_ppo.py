@@ -270,7 +270,11 @@ class PPO(PolicyGradientAlgo):
         diagnostics = torch.cat(
             [torch.stack(losses)[None], torch.stack(grad_norms)[None], self._diagnostics(steps)]
         )
-        loss, grad_norm, entropy, perplexity, kl, clip_fraction = diagnostics.tolist()
+        # (compiled: left on the device, for the runner to read once per log row)
+        compiled = self._compile_options is not None
+        loss, grad_norm, entropy, perplexity, kl, clip_fraction = (
+            diagnostics if compiled else diagnostics.tolist()
+        )
         opt_info = PpoOptInfo(
             loss=loss,
             gradNorm=grad_norm,

@@ -26,7 +26,7 @@ import torch
 from rl_arrays import BatchSpec, buffer_to, normalize_device, numpify_buffer, torchify_buffer
 from rl_replay import BaseNStepReturnBuffer, SamplesToBuffer, SamplesToBufferTl
 
-from ._compile import UpdateSteps, check_compile, make_capturable
+from ._compile import UpdateSteps, check_compile, check_single_process, make_capturable
 from ._pg import check_count, check_number
 from ._protocols import DdpgAgentLike, QAgentLike, R2d1AgentLike, SacAgentLike
 
@@ -258,6 +258,7 @@ class ReplayAlgo(Generic[AgentT]):
         self._check_agent(agent)
         n_itr = check_count("sampler_n_itr" if async_ else "n_itr", n_itr)
         world_size = check_count("world_size", world_size)
+        check_single_process(self._compile_options, world_size)
         T = check_count("batch_spec.T", getattr(batch_spec, "T", None))
         B = check_count("batch_spec.B", getattr(batch_spec, "B", None))
         if examples is None:
@@ -424,7 +425,8 @@ class ReplayAlgo(Generic[AgentT]):
     def optimize_agent(self, itr: int, samples: Any = None, sampler_itr: int | None = None) -> Any:
         """Store ``samples`` (when given), then, from sampler iteration ``min_itr_learn`` on,
         take ``updates_per_optimize`` updates on replayed batches. Returns the OptInfo of
-        lists, empty before learning starts.
+        lists, empty before learning starts (with ``compile``, 1-D tensors left on the
+        device, which the runner reads once per log row).
 
         ``sampler_itr`` (async use) is the sampler's iteration, which the learning start and
         the schedules count in, ``itr`` being then the optimizer's; ``samples=None`` (train
@@ -448,6 +450,8 @@ class ReplayAlgo(Generic[AgentT]):
             self.update_counter += 1
             self._update(batch, opt_info, self.update_counter % self.target_update_interval == 0)
         self.update_itr_hyperparams(itr)
+        if self._compile_options is not None:
+            return type(opt_info)(*(torch.stack(values) if values else [] for values in opt_info))
         return type(opt_info)(*(_floats(values) for values in opt_info))
 
     def _replayed_batches(self, buffer: BaseNStepReturnBuffer, n_updates: int) -> Iterator[Any]:

@@ -8,6 +8,8 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
+import torch
+
 from ._console import ProgBarCounter
 from ._logger import logger
 from ._protocols import AlgoProtocol, AsyncAlgoProtocol
@@ -106,10 +108,16 @@ class Progress:
         self.trajs.store(records, completed)
         for key, values in self.opt_infos.items():
             new = getattr(opt_info, key, [])
-            values.extend(new if isinstance(new, (list, tuple)) else [new])
+            if isinstance(new, torch.Tensor):  # (kept on its device until the row is written)
+                values.append(new.detach().reshape(-1))
+            else:
+                values.extend(new if isinstance(new, (list, tuple)) else [new])
         if self.opt_infos and getattr(self.algo, "update_counter", None) is None:
             first = getattr(opt_info, next(iter(self.opt_infos)), [])
-            self.cum_updates += len(first) if isinstance(first, (list, tuple)) else 1
+            if isinstance(first, torch.Tensor):
+                self.cum_updates += first.numel()
+            else:
+                self.cum_updates += len(first) if isinstance(first, (list, tuple)) else 1
         self.pbar.update(itr + 1 - self.last_log_next_itr)
 
     def write_row(
@@ -132,7 +140,7 @@ class Progress:
                 self.traj_keys.append(key)
         for key in self.traj_keys:  # (a field seen before keeps its column, NaN when empty)
             logger.record_tabular_misc_stat(key, [r[key] for r in records if key in r])
-        for key, values in self.opt_infos.items():
+        for key, values in _read_tensors(self.opt_infos).items():
             logger.record_tabular_misc_stat(key, values)
         self.opt_infos = {k: [] for k in self.opt_infos}
         logger.dump_tabular(total_steps=self.stop_itr * self.itr_batch_size)
@@ -190,3 +198,21 @@ class Progress:
         self.trajs.load_state(state)
         self.start_time = self.last_time = time.time()
         self.pbar = ProgBarCounter(self.log_interval_itrs)
+
+
+def _read_tensors(opt_infos: dict[str, list[Any]]) -> dict[str, list[Any]]:
+    """The OptInfo values as numbers, the tensors among them (an algorithm's diagnostics
+    left on the device) read together: one wait for the device per row."""
+    tensors = [v for values in opt_infos.values() for v in values if isinstance(v, torch.Tensor)]
+    if not tensors:
+        return opt_infos
+    numbers = iter(torch.cat([t.to(torch.float64) for t in tensors]).tolist())
+    read: dict[str, list[Any]] = {}
+    for key, values in opt_infos.items():
+        read[key] = []
+        for value in values:
+            if isinstance(value, torch.Tensor):
+                read[key] += [next(numbers) for _ in range(value.numel())]
+            else:
+                read[key].append(value)
+    return read

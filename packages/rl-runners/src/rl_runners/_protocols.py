@@ -93,7 +93,8 @@ class InferenceAgentProtocol(AgentProtocol, Protocol):
 @runtime_checkable
 class AlgoProtocol(Protocol):
     """The algorithm.  ``optimize_agent`` returns a namedtuple whose fields are lists of
-    numbers (one per gradient step), named in ``opt_info_fields``.  Optional attributes the
+    numbers (one per gradient step), or 1-D tensors of them left on the device (read when
+    the log row is written), named in ``opt_info_fields``.  Optional attributes the
     runners read: ``discount`` (given to the trajectory infos), ``bootstrap_value``,
     ``update_counter`` (else updates are counted from the OptInfo), ``batch_size`` (samples
     per update, for the replay ratio) and ``min_itr_learn``; with ``checkpoint_replay``,
