@@ -1,4 +1,5 @@
-"""Sampler throughput on Pong: our samplers against one environment alone and gymnasium.
+"""Sampler throughput on Pong: our samplers against one environment alone, gymnasium and
+ale-py's own vector env.
 
     python benchmarks/samplers.py           # full run: about four minutes, on an otherwise idle machine
     python benchmarks/samplers.py --quick   # seconds; checks it still works, the numbers mean nothing
@@ -22,13 +23,22 @@ for all the environments it acts for), measured in one run:
    shape, [4, 104, 80] uint8 (gymnasium resizes the whole 210x160 screen with ``INTER_AREA``;
    ours crops two rows and halves both sides, an exact 2x); its environments also render each
    frame in RGB unless made with ``obs_type="grayscale"`` (the ``grayscale`` row: a setting
-   ``AtariPreprocessing`` works with, which spares that; the faster of the two is the reference).
+   ``AtariPreprocessing`` works with, which spares that; the faster of the two is the reference);
+6. ale-py's own ``AtariVectorEnv`` (C++ threads, no Python per environment), B=8 Pong games
+   with our preprocessing (frame skip 4, 4 stacked 104x80 grayscale frames, 30 start no-ops;
+   it resizes the whole screen where we crop and halve), ``num_threads`` = the 2 workers'
+   count, same-step autoreset, stepped alone with random actions: 8 steps per call;
+7. ``BatchedSampler`` over ``rl_samplers.AleVectorEnv`` (that vector env as a ``BatchEnv``,
+   ``num_threads=2``), B=8, batches of T x B steps: what the sampler adds on top of 6. Its
+   process runs torch on 1 thread: with torch's default 2 here, torch's OpenMP threads and
+   ALE's compete for the 2 cores, and batches were at times 3-4x slower.
 
 ``--quick`` uses B=2 and T=8.
 
 The ratios the issue sets as targets are printed next to them: CpuSampler >= 0.85 x twice the
 per-core limit (2 workers on 2 cores), >= 1.8 x AsyncVectorEnv; SerialSampler >= 0.9 x the
-per-core limit. GpuSampler's ratios, and those to the 2 processes at once, have no target.
+per-core limit. GpuSampler's ratios, those to the 2 processes at once and those of the
+ale-py vector env (6, 7) have no target.
 
 Each case runs in its own fresh process (started, like the samplers' workers from there, with
 the default start method: fork on Linux), is warmed up (environments made and reset, the first
@@ -57,7 +67,14 @@ import numpy as np
 import torch
 
 from rl_arrays import AgentStep
-from rl_samplers import AtariEnv, CpuSampler, GpuSampler, SerialSampler
+from rl_samplers import (
+    AleVectorEnv,
+    AtariEnv,
+    BatchedSampler,
+    CpuSampler,
+    GpuSampler,
+    SerialSampler,
+)
 
 GAME = "pong"
 FRAME_SKIP = 4
@@ -278,6 +295,66 @@ def measure_gymnasium(obs_type: str, sizes: Sizes) -> Result:
         envs.close()
 
 
+def measure_ale_vector(sizes: Sizes) -> Result:
+    """ale-py's AtariVectorEnv of B Pong games with our preprocessing, random actions, no
+    sampler: one thread per worker core."""
+    from ale_py.vector_env import AtariVectorEnv
+    from gymnasium.vector import AutoresetMode
+
+    height, width = OBS_SIZE
+    envs = AtariVectorEnv(
+        GAME,
+        sizes.B,
+        num_threads=len(WORKERS_CPUS),
+        autoreset_mode=AutoresetMode.SAME_STEP,
+        img_height=height,
+        img_width=width,
+        stack_num=NUM_IMG_OBS,
+        frameskip=FRAME_SKIP,
+        use_fire_reset=False,
+        reward_clipping=False,
+        life_loss_info=True,
+    )
+    try:
+        envs.reset(seed=SEED)
+        assert envs.observation_space.shape == (sizes.B, NUM_IMG_OBS, height, width)
+        rng = np.random.default_rng(SEED)
+        n_actions = envs.single_action_space.n
+
+        def call() -> int:
+            for actions in rng.integers(n_actions, size=(sizes.batch_T, sizes.B)):
+                envs.step(actions)
+            return sizes.batch_T * sizes.B
+
+        return timed_groups(call, sizes)
+    finally:
+        envs.close()
+
+
+def _ale_vector_env(num_envs: int) -> AleVectorEnv:
+    return AleVectorEnv(num_envs=num_envs, num_threads=len(WORKERS_CPUS), **ENV_KWARGS)
+
+
+def measure_batched_ale(sizes: Sizes) -> Result:
+    """BatchedSampler over AleVectorEnv (ale-py's vector env), B envs, the random agent;
+    torch on 1 thread, ALE's threads on the cores (see the module's 7.)."""
+    torch.set_num_threads(1)
+    sampler = BatchedSampler(
+        _ale_vector_env, batch_T=sizes.batch_T, batch_B=sizes.B, max_decorrelation_steps=0
+    )
+    with sampler:
+        sampler.initialize(RandomAgent(), seed=SEED)
+        itr = 0
+
+        def call() -> int:
+            nonlocal itr
+            sampler.obtain_samples(itr)
+            itr += 1
+            return sizes.batch_T * sizes.B
+
+        return timed_groups(call, sizes)
+
+
 def in_fresh_process(func: Callable[..., Result], *args: object) -> Result:
     """Run func in a new child process, alone, started with the default method (fork on
     Linux: quick, the modules are already imported), as are the sampler's workers and the
@@ -299,6 +376,8 @@ def labels(B: int) -> dict[str, str]:
         "gpu": f"4 GpuSampler, {len(WORKERS_CPUS)} workers, agent on CPU, B={B}",
         "gym rgb": f"5 gymnasium AsyncVectorEnv, {B} envs",
         "gym grayscale": '  the same, obs_type="grayscale"',
+        "ale": f"6 ale-py AtariVectorEnv, {len(WORKERS_CPUS)} threads, {B} envs",
+        "batched": f"7 BatchedSampler, AleVectorEnv, {len(WORKERS_CPUS)} threads, B={B}",
     }
 
 
@@ -329,6 +408,7 @@ def print_ratios(results: dict[str, Result]) -> None:
             "AsyncVectorEnv" + (" (grayscale)" if gym_key == "gym grayscale" else ""),
             results[gym_key].best,
         ),
+        "ale": ("ale-py AtariVectorEnv alone", results["ale"].best),
     }
     comparisons = [
         ("serial", "limit"),
@@ -337,10 +417,17 @@ def print_ratios(results: dict[str, Result]) -> None:
         ("cpu", "gymnasium"),
         ("gpu", "2x limit"),
         ("gpu", "gymnasium"),
+        ("ale", "limit"),
+        ("ale", "2x limit"),
+        ("ale", "per core"),
+        ("batched", "2x limit"),
+        ("batched", "ale"),
+        ("cpu", "ale"),
     ]
-    print("\n(b) ours / reference, best groups (env steps/s)")
+    print("\n(b) ours (and ale-py's vector env) / reference, best groups (env steps/s)")
     header = (
-        f"{'ours':<14}{'steps/s':>10}  {'reference':<34}{'steps/s':>10}{'ratio':>8}{'target':>10}  "
+        f"{'measured':<16}{'steps/s':>10}  {'reference':<34}{'steps/s':>10}{'ratio':>8}"
+        f"{'target':>10}  "
     )
     print(header)
     print("-" * (len(header) + 8))
@@ -351,9 +438,15 @@ def print_ratios(results: dict[str, Result]) -> None:
         target = TARGETS.get((ours, ref))
         verdict = "" if target is None else ("met" if r >= target else "NOT met")
         target_text = "-" if target is None else f">= {target:g}"
-        label = {"serial": "SerialSampler", "cpu": "CpuSampler", "gpu": "GpuSampler"}[ours]
+        label = {
+            "serial": "SerialSampler",
+            "cpu": "CpuSampler",
+            "gpu": "GpuSampler",
+            "ale": "AtariVectorEnv",
+            "batched": "BatchedSampler",
+        }[ours]
         print(
-            f"{label:<14}{rate:>10,.0f}  {name:<34}{value:>10,.0f}{r:>8.2f}"
+            f"{label:<16}{rate:>10,.0f}  {name:<34}{value:>10,.0f}{r:>8.2f}"
             f"{target_text:>10}  {verdict}"
         )
 
@@ -384,6 +477,8 @@ def main() -> None:
         "gpu": (measure_sampler, "gpu"),
         "gym rgb": (measure_gymnasium, "rgb"),
         "gym grayscale": (measure_gymnasium, "grayscale"),
+        "ale": (measure_ale_vector,),
+        "batched": (measure_batched_ale,),
     }
     results = {key: Result([]) for key in cases}
     for round_ in range(sizes.rounds):

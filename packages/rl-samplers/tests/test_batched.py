@@ -13,7 +13,16 @@ from gymnasium.vector import AutoresetMode
 from sampler_toys import AgentInfo, EchoAgent, leaves
 
 from rl_arrays import AgentStep, normalize_device
-from rl_samplers import BatchedSampler, BatchEnv, FloatBox, IntBox, SerialSampler, TrajInfo, make
+from rl_samplers import (
+    TRAJ_DONE,
+    BatchedSampler,
+    BatchEnv,
+    FloatBox,
+    IntBox,
+    SerialSampler,
+    TrajInfo,
+    make,
+)
 
 # The CUDA cases are marked ``cuda`` (benchmarks/gpu.py runs them) and skipped without a GPU.
 GPU = [pytest.mark.cuda, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")]
@@ -121,6 +130,61 @@ def test_torch_batch_env_steps_are_real_transitions_on_its_device(device):
             ret = reward[start + 1 : end + 1, b].sum().item()
             assert any(i.Length == end - start and i.Return == pytest.approx(ret) for i in infos)
     sampler.shutdown()
+
+
+class LivesEnv(TorchCountingEnv):
+    """Each episode is one of two lives: a trajectory ends at every second done (as Atari's
+    game over after a life loss); ``Bonus``, a per-step value its trajectory infos sum."""
+
+    traj_info_fields = ("Bonus",)
+
+    def step(self, action):
+        observation, reward, terminated, truncated = super().step(action)
+        game_over = self.episodes % 2 == 1  # (episodes: those begun, the next one counted)
+        extras = {TRAJ_DONE: game_over, "Bonus": 10 * action.float()}
+        return observation, reward, terminated, truncated, extras
+
+
+def test_an_env_can_end_trajectories_after_episodes_and_add_fields():
+    T, B = 40, 3
+    sampler = BatchedSampler(LivesEnv, batch_T=T, batch_B=B)
+    sampler.initialize(EchoAgent(), seed=0)
+    samples, infos = sampler.obtain_samples(0)
+    sampler.shutdown()
+    done, reward, action = samples.env.done, samples.env.reward, samples.agent.action
+    expected = []  # (t, b, Length, Return, Bonus), every second episode's end, as recorded
+    for b in range(B):
+        length, ret, bonus, dones = 0, 0.0, 0.0, 0
+        for t in range(T):
+            length, ret, bonus = (
+                length + 1,
+                ret + float(reward[t, b]),
+                bonus + 10 * int(action[t, b]),
+            )
+            dones += int(done[t, b])
+            if done[t, b] and dones % 2 == 0:
+                expected.append((t, b, length, ret, bonus))
+                length, ret, bonus = 0, 0.0, 0.0
+    expected.sort()
+    assert 0 < len(infos) == len(expected) < done.sum()
+    got = [(i.Length, i.Return, i.Bonus) for i in infos]
+    assert got == [pytest.approx(e[2:]) for e in expected]
+
+
+class NoBonusEnv(LivesEnv):
+    def step(self, action):
+        return super().step(action)[:4]
+
+
+class BadFieldEnv(LivesEnv):
+    traj_info_fields = ("Return",)
+
+
+def test_bad_trajectory_info_fields_are_refused():
+    with pytest.raises(ValueError, match=r"'Bonus' in traj_info_fields.*got no extras"):
+        BatchedSampler(NoBonusEnv, batch_T=2, batch_B=2).initialize(EchoAgent(), seed=0)
+    with pytest.raises(ValueError, match="'Return' is not a field name"):
+        BatchedSampler(BadFieldEnv, batch_T=2, batch_B=2).initialize(EchoAgent(), seed=0)
 
 
 class GradAgent(EchoAgent):

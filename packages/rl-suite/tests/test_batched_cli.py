@@ -137,3 +137,26 @@ def test_batched_envs_train_on_the_gpu(tmp_path, env, num_envs):
     steps = 2 * 24 * num_envs
     assert _train(tmp_path, env, num_envs, steps, "--device", "cuda") == 0
     assert int(_rows(tmp_path / "run_0")[-1]["CumSteps"]) == steps
+
+
+def test_atari_on_ales_vector_env_trains_ppo_with_the_atari_model(tmp_path):
+    """ale:pong: Pong on ale-py's vector env, AtariEnv's frames (PPO's Atari model trains on
+    it), the raw game score logged beside the clipped return; eval plays one atari:pong."""
+    pytest.importorskip("ale_py.vector_env")
+    config = rl_suite.make_config("atari", env="ale:pong", steps=32, seed=0)
+    short = ["sampler.kind=batched", "sampler.batch_T=8", "sampler.batch_B=2"]
+    short += ["sampler.max_decorrelation_steps=0", "runner.evaluate=False"]
+    short += ["runner.log_interval_steps=16", "algo_kwargs.epochs=1", "algo_kwargs.minibatches=1"]
+    short += ["env_kwargs.horizon=6", "env_kwargs.vector_kwargs={'num_threads': 1}"]
+    config = rl_suite.apply_overrides(config, short)
+    runner = rl_suite.build(config)
+    assert type(runner.agent).__name__ == "AtariFfAgent"
+    assert type(runner).__name__ == "OnPolicyRunner"
+    run_dir = rl_suite.train(config, tmp_path)
+    rows = _rows(run_dir)
+    assert [int(r["CumSteps"]) for r in rows] == [16, 32]
+    assert float(rows[-1]["LengthAverage"]) == 6  # (the horizon: no game of Pong is shorter)
+    assert float(rows[-1]["GameScoreAverage"]) <= 0 and float(rows[-1]["ReturnAverage"]) <= 0
+    # Evaluation plays the single-env equivalent (AtariEnv), without the vector's settings.
+    (info,) = rl_suite.evaluate(run_dir, episodes=1)
+    assert info.Length == 6 and info.GameScore == info.Return

@@ -3,6 +3,7 @@
 from importlib.metadata import version as _version
 
 from ._agent import AsyncSamplerAgent, SamplerAgent
+from ._ale_vector import AleVectorEnv
 from ._async import (
     AsyncAlternatingSampler,
     AsyncCpuSampler,
@@ -20,6 +21,7 @@ from ._atari import AtariEnv, AtariTrajInfo
 from ._base import BaseSampler
 from ._batched import (
     CRITIC_OBSERVATION,
+    TRAJ_DONE,
     ActorCriticObservation,
     BatchedSampler,
     BatchEnv,
@@ -54,7 +56,9 @@ __version__ = _version("rl-samplers")
 
 __all__ = [
     "CRITIC_OBSERVATION",
+    "TRAJ_DONE",
     "ActorCriticObservation",
+    "AleVectorEnv",
     "AlternatingSampler",
     "AsyncAlternatingSampler",
     "AsyncCpuSampler",

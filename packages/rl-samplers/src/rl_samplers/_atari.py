@@ -87,7 +87,7 @@ def _rom_id_by_key() -> dict[str, str]:
     return {_name_key(rom_id): rom_id for rom_id in _rom_ids()}
 
 
-def _resolve_game(game: str) -> str:
+def resolve_game(game: str) -> str:
     """The ROM id (snake_case, as ale-py names it) of a game given in snake_case, CamelCase
     or as a gymnasium id; ValueError naming close matches for an unknown game."""
     if not isinstance(game, str):
@@ -148,7 +148,7 @@ class AtariEnv(Env):
         obs_size: tuple[int, int] = (104, 80),
         seed: int | None = None,
     ):
-        self._game = _resolve_game(game)
+        self._game = resolve_game(game)
         self._frame_skip = _check_int("frame_skip", frame_skip, 1)
         num_img_obs = _check_int("num_img_obs", num_img_obs, 1)
         self._max_start_noops = _check_int("max_start_noops", max_start_noops, 0)

@@ -5,8 +5,10 @@ step, and no Python runs per env or per finished episode.
 autoreset mode is ``SAME_STEP`` or ``DISABLED`` (``NEXT_STEP`` would record a fake
 transition after each done, and is refused), or a ``BatchEnv`` (torch tensors, batch and
 agent outputs on its device, nothing read on the host per step).  A ``BatchEnv`` may add a
-privileged observation for the critic (``ActorCriticObservation``).  The README
-("BatchedSampler and BatchEnv") has the details.
+privileged observation for the critic (``ActorCriticObservation``), per-step values its
+trajectory infos sum (``traj_info_fields``, e.g. Atari's raw game score) and the ends of
+trajectories that outlast an episode (``TRAJ_DONE``, e.g. Atari's episodic lives).  The
+README ("BatchedSampler and BatchEnv") has the details.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CRITIC_OBSERVATION",
+    "TRAJ_DONE",
     "ActorCriticObservation",
     "BatchEnv",
     "BatchTrajInfos",
@@ -57,6 +60,7 @@ ActorCriticObservation.__doc__ = (
 )
 
 CRITIC_OBSERVATION = "critic_observation"  # the extras key of the privileged observation
+TRAJ_DONE = "traj_done"  # the extras key of where a trajectory record ends (else: every done)
 
 
 class BatchEnv:
@@ -69,6 +73,11 @@ class BatchEnv:
     ``seed(seed)`` applies at the next ``reset``.  With ``critic_observation_space`` set,
     ``reset`` returns ``(observation, extras)`` and ``step`` a fifth element, ``extras``,
     with ``extras["critic_observation"]`` of the same state (README: privileged observations).
+
+    Trajectory infos: ``step``'s extras may hold ``extras["traj_done"]`` (bool ``[B]``), where
+    a trajectory record ends (a life loss is done, the game goes on: its record too); each
+    name in ``traj_info_fields`` is a per-step value ``[B]`` in the extras that the records
+    sum into a field of that name (``AleVectorEnv``: the raw game score, ``GameScore``).
     """
 
     num_envs: int
@@ -76,6 +85,7 @@ class BatchEnv:
     observation_space: Space
     action_space: Space
     critic_observation_space: Space | None = None
+    traj_info_fields: tuple[str, ...] = ()
 
     def reset(self) -> Any:
         raise NotImplementedError
@@ -137,9 +147,9 @@ def _env_reset(env: BatchEnv | _GymVectorAdapter) -> Any:
 
 def _env_step(
     env: BatchEnv | _GymVectorAdapter, action: Any
-) -> tuple[Any, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``env.step(action)`` as ``(observation, reward, terminated, truncated)``, the
-    observation as the sampler records it (see ``BatchEnv``)."""
+) -> tuple[Any, torch.Tensor, torch.Tensor, torch.Tensor, Any]:
+    """``env.step(action)`` as ``(observation, reward, terminated, truncated, extras)``, the
+    observation as the sampler records it (see ``BatchEnv``), extras None if none."""
     result = env.step(action)
     if len(result) == 4:
         observation, reward, terminated, truncated = result
@@ -151,7 +161,37 @@ def _env_step(
             f"{type(env).__name__}.step() returned {len(result)} values; expected "
             "(observation, reward, terminated, truncated[, extras])"
         )
-    return _with_critic(env, observation, extras, "step()"), reward, terminated, truncated
+    observation = _with_critic(env, observation, extras, "step()")
+    return observation, reward, terminated, truncated, extras
+
+
+def _traj_info_fields(env: BatchEnv | _GymVectorAdapter) -> tuple[str, ...]:
+    """``env.traj_info_fields``, checked: public names that ``TrajInfo`` does not have."""
+    fields = tuple(getattr(env, "traj_info_fields", ()))
+    reserved = set(TrajInfo())
+    for name in fields:
+        if (
+            not (isinstance(name, str) and name.isidentifier())
+            or name in reserved
+            or name[0] == "_"
+        ):
+            raise ValueError(
+                f"{type(env).__name__}.traj_info_fields: {name!r} is not a field name a "
+                f"trajectory info can take (an identifier, not _-prefixed, none of "
+                f"{', '.join(sorted(reserved))})"
+            )
+    return fields
+
+
+def _extra(env: BatchEnv | _GymVectorAdapter, extras: Any, key: str) -> Any:
+    """``extras[key]``, or an error that names the env and the key it did not return."""
+    if not isinstance(extras, dict) or key not in extras:
+        raise ValueError(
+            f"{type(env).__name__} lists {key!r} in traj_info_fields, so step() must return "
+            f"extras (a dict) with that key; got "
+            f"{'extras ' + repr(sorted(extras)) if isinstance(extras, dict) else 'no extras'}"
+        )
+    return extras[key]
 
 
 def _map2(func: Callable[[Any, Any], Any], a: Any, b: Any) -> Any:
@@ -278,8 +318,9 @@ class BatchedSampler(BaseSampler):
     Episode boundaries follow ``CpuResetCollector``: a done env starts its next episode at
     the next step, with the null previous action, previous reward 0 and
     ``agent.reset_one(idx=b)``.  Trajectory infos are accumulated in tensors (length,
-    return, non-zero rewards, discounted return), so ``TrajInfoCls`` may not override
-    ``step`` or ``terminate`` (``terminate`` would get no final observation).
+    return, non-zero rewards, discounted return, and the env's ``traj_info_fields``), so
+    ``TrajInfoCls`` may not override ``step`` or ``terminate`` (``terminate`` would get no
+    final observation); they end at the env's ``TRAJ_DONE`` if it gives one, else at done.
 
     ``max_decorrelation_steps``: all envs take ``n`` random-action steps together at the
     start (``n`` drawn from the seeded rng in ``[0, max]``); they drift apart only through
@@ -330,6 +371,7 @@ class BatchedSampler(BaseSampler):
         self.env = _as_batch_env(self.make_env(B), B)
         self.device = normalize_device(self.env.device)
         self._observation_space = _observation_space(self.env)
+        self._sum_fields = _traj_info_fields(self.env)
         agent.initialize(
             self.env_spaces,
             share_memory=False,
@@ -382,8 +424,10 @@ class BatchedSampler(BaseSampler):
             _env_reset(env)
             null = self.action_space.null_value()
             action = _map2(lambda x, _: torch.as_tensor(x, device=env.device)[None], null, null)
-            observation, reward, _, _ = _env_step(env, action)
+            observation, reward, _, _, extras = _env_step(env, action)
             self._check_critic_shape(observation)
+            for name in self._sum_fields:  # (refused now, not at the first batch)
+                _extra(env, extras, name)
             agent.reset()
             with torch.no_grad():
                 agent_step = agent.step(observation, action, reward)
@@ -428,8 +472,10 @@ class BatchedSampler(BaseSampler):
             env_info=zeros(examples["env_info"], (T, B)),
         )
         self.samples_pyt = Samples(agent=agent_samples, env=env)
-        # Per-episode running statistics (length, return, nonzero rewards, discounted return).
-        self._stats = torch.zeros(B, 4, dtype=torch.float64, device=self.device)
+        # Per-trajectory running statistics (length, return, nonzero rewards, discounted
+        # return, then the env's traj_info_fields).
+        width = 4 + len(self._sum_fields)
+        self._stats = torch.zeros(B, width, dtype=torch.float64, device=self.device)
         self._discount = torch.ones(B, dtype=torch.float64, device=self.device)
 
     def _start(self, rng: np.random.Generator) -> None:
@@ -446,8 +492,8 @@ class BatchedSampler(BaseSampler):
         n = int(rng.integers(self.max_decorrelation_steps + 1))
         for _ in range(n):
             action = torchify_buffer(_stack([self.action_space.sample() for _ in range(B)]))
-            _, done, _ = self._step(self._on_device(action))
-            self._end_episodes(done)
+            *_, traj_done = self._step(self._on_device(action))
+            self._end_trajectories(traj_done)
         self.agent.reset()
 
     def _on_device(self, action: Any) -> Any:
@@ -457,25 +503,30 @@ class BatchedSampler(BaseSampler):
             lambda x, _: x if x.device == self.device else x.to(self.device), action, action
         )
 
-    def _step(self, action: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Step every env with ``action``; update the agent inputs and episode statistics.
-        Returns ``(reward, done, timeout)``."""
-        observation, reward, terminated, truncated = _env_step(self.env, action)
+    def _step(self, action: Any) -> tuple[torch.Tensor, ...]:
+        """Step every env with ``action``; update the agent inputs and trajectory statistics.
+        Returns ``(reward, done, timeout, traj_done)``."""
+        observation, reward, terminated, truncated, extras = _env_step(self.env, action)
         reward = reward.to(torch.float32)
         done, timeout = terminated | truncated, truncated & ~terminated
+        traj_done = done
+        if isinstance(extras, dict) and TRAJ_DONE in extras:
+            traj_done = extras[TRAJ_DONE] & done  # (a trajectory ends only with an episode)
         self._stats[:, 0] += 1
         self._stats[:, 1] += reward
         self._stats[:, 2] += reward != 0
         self._stats[:, 3] += self._discount * reward
+        for column, name in enumerate(self._sum_fields, start=4):
+            self._stats[:, column] += _extra(self.env, extras, name)
         self._discount *= self.TrajInfoCls._discount
         self.observation = observation
         self.prev_action = _where(done, self._null_actions, action)
         self.prev_reward = reward.masked_fill(done, 0)
-        return reward, done, timeout
+        return reward, done, timeout, traj_done
 
-    def _end_episodes(self, done: torch.Tensor) -> None:
-        self._stats.masked_fill_(done[:, None], 0)  # (masked fills: no host sync)
-        self._discount.masked_fill_(done, 1)
+    def _end_trajectories(self, traj_done: torch.Tensor) -> None:
+        self._stats.masked_fill_(traj_done[:, None], 0)  # (masked fills: no host sync)
+        self._discount.masked_fill_(traj_done, 1)
 
     @torch.no_grad()  # the batch must hold no autograd history (an agent's outputs may)
     def obtain_samples(self, itr: int) -> tuple[Any, BatchTrajInfos]:
@@ -483,9 +534,10 @@ class BatchedSampler(BaseSampler):
         episodes completed in it)``, the infos read from the device only when asked."""
         T, B = self.batch_spec
         agent_buf, env_buf = self.samples_pyt.agent, self.samples_pyt.env
-        # Each step's statistics at its end (read where an episode ended); a new tensor per
-        # batch, as the trajectory infos handed out keep it.
-        stats_at = torch.empty(T, B, 4, dtype=torch.float64, device=self.device)
+        # Each step's statistics at its end (read where a trajectory ended) and those ends;
+        # new tensors per batch, as the trajectory infos handed out keep them.
+        stats_at = torch.empty(T, B, self._stats.shape[1], dtype=torch.float64, device=self.device)
+        traj_done_at = torch.empty(T, B, dtype=torch.bool, device=self.device)
         self.agent.sample_mode(itr)
         for t in range(T):
             env_buf.observation[t] = self.observation
@@ -498,11 +550,11 @@ class BatchedSampler(BaseSampler):
             agent_buf.action[t] = action
             if agent_info is not None and agent_buf.agent_info is not None:
                 agent_buf.agent_info[t] = agent_info
-            reward, done, timeout = self._step(action)
+            reward, done, timeout, traj_done = self._step(action)
             env_buf.reward[t], env_buf.done[t] = reward, done
             env_buf.env_info.timeout[t] = timeout
-            stats_at[t] = self._stats
-            self._end_episodes(done)
+            stats_at[t], traj_done_at[t] = self._stats, traj_done
+            self._end_trajectories(traj_done)
             if self._reset_done is not None:  # on the device, no host sync
                 self._reset_done(done)
             else:
@@ -511,7 +563,8 @@ class BatchedSampler(BaseSampler):
         if "bootstrap_value" in agent_buf:
             value = self.agent.value(self.observation, self.prev_action, self.prev_reward)
             agent_buf.bootstrap_value[:] = value
-        return self.samples_pyt, BatchTrajInfos(env_buf.done.clone(), stats_at, self.TrajInfoCls)
+        infos = BatchTrajInfos(traj_done_at, stats_at, self.TrajInfoCls, self._sum_fields)
+        return self.samples_pyt, infos
 
     def evaluate_agent(self, itr: int) -> list[TrajInfo]:
         raise NotImplementedError(
@@ -531,11 +584,20 @@ class BatchTrajInfos(Sequence[TrajInfo]):
     Their statistics stay on the device until asked for: ``len()`` reads the positions of
     the episodes' ends once, and an index or a slice builds only the infos it selects (one
     more read), so a runner that keeps the last 100 episodes (``infos[-100:]``) costs the
-    same at 64 environments as at 65,536.  Iterating builds them all.
+    same at 64 environments as at 65,536.  Iterating builds them all.  ``done [T, B]``:
+    where trajectories ended; ``stats_at [T, B, 4 + len(fields)]``: their statistics there
+    (length, return, non-zero rewards, discounted return, then ``fields``, by name).
     """
 
-    def __init__(self, done: torch.Tensor, stats_at: torch.Tensor, TrajInfoCls: type[TrajInfo]):
+    def __init__(
+        self,
+        done: torch.Tensor,
+        stats_at: torch.Tensor,
+        TrajInfoCls: type[TrajInfo],
+        fields: tuple[str, ...] = (),
+    ):
         self._done, self._stats_at, self._TrajInfoCls = done, stats_at, TrajInfoCls
+        self._fields = fields
         self._ends: torch.Tensor | None = None  # flat (t, b) positions of the episodes' ends
 
     def _positions(self) -> torch.Tensor:
@@ -560,17 +622,20 @@ class BatchTrajInfos(Sequence[TrajInfo]):
                 ends = ends[chosen.start : chosen.stop]
             else:
                 ends = ends[torch.as_tensor(chosen, dtype=torch.int64, device=ends.device)]
-            return [self._info(*row) for row in self._stats_at.flatten(0, 1)[ends].tolist()]
+            return [self._info(row) for row in self._stats_at.flatten(0, 1)[ends].tolist()]
         position = range(len(self))[index]  # (an IndexError out of range, as a list gives)
         return self[position : position + 1][0]
 
     def __iter__(self) -> Iterator[TrajInfo]:
         return iter(self[:])
 
-    def _info(self, length: float, ret: float, nonzero: float, discounted: float) -> TrajInfo:
+    def _info(self, row: list[float]) -> TrajInfo:
+        length, ret, nonzero, discounted, *sums = row
         info = self._TrajInfoCls()
         info.Length, info.Return = int(length), ret
         info.NonzeroRewards, info.DiscountedReturn = int(nonzero), discounted
+        for name, value in zip(self._fields, sums, strict=True):
+            info[name] = value
         return info.terminate(None)
 
 

@@ -64,20 +64,30 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument(
         "--env",
         help="environment id: a gymnasium id, atari:<game>, or batched: torch:cartpole, "
-        "torch:pendulum, vec:<gymnasium id> (default CartPole-v1; Pendulum-v1 for ddpg, td3 "
-        "and sac)",
+        "torch:pendulum, vec:<gymnasium id>, ale:<game> (default CartPole-v1; Pendulum-v1 for "
+        "ddpg, td3 and sac)",
     )
     train.add_argument("--steps", type=_positive_int, help="environment steps to train for")
     train.add_argument("--seed", type=int, help="random seed (also names the run: run_<seed>)")
     train.add_argument("--log-dir", help="where the run directory goes (default runs/ALGO-ENV)")
     train.add_argument(
-        "--sampler", choices=["serial", "cpu", "gpu", "batched"], help="how envs are stepped"
+        "--sampler",
+        choices=["serial", "cpu", "gpu", "alternating", "batched"],
+        help="how envs are stepped (default: the preset's; alternating for Atari on a GPU)",
     )
-    train.add_argument("--workers", type=_positive_int, help="worker processes (cpu / gpu)")
+    train.add_argument(
+        "--workers", type=_positive_int, help="worker processes (cpu / gpu / alternating)"
+    )
     train.add_argument(
         "--num-envs", type=_positive_int, help="environments stepped together (sampler.batch_B)"
     )
     train.add_argument("--device", help="cpu (default), cuda or cuda:N")
+    train.add_argument(
+        "--compile",
+        action="store_true",
+        help="compile the updates with torch.compile, replayed as CUDA graphs on a GPU "
+        "(algo_kwargs.compile=True)",
+    )
     train.add_argument(
         "--processes",
         type=_positive_int,
@@ -169,7 +179,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _train_config(args: argparse.Namespace) -> dict:
-    from ._config import PRESETS, apply_overrides, default_preset, make_config
+    from ._config import PRESETS, apply_overrides, default_preset, is_atari, make_config
 
     preset = args.preset
     if preset is None:
@@ -192,7 +202,24 @@ def _train_config(args: argparse.Namespace) -> dict:
         config["runner"]["processes"] = args.processes
     if args.asynchronous:
         config["runner"]["asynchronous"] = True
-    return apply_overrides(config, args.overrides)
+    if args.compile:
+        config["algo_kwargs"]["compile"] = True
+    # Atari on a GPU: the action server acts for half the envs while the other half step.
+    on_gpu = str(config["device"]).startswith("cuda")
+    if (
+        args.sampler is None
+        and on_gpu
+        and is_atari(config["env"])
+        and config["sampler"]["kind"] == "cpu"
+    ):
+        config["sampler"]["kind"] = "alternating"
+    config = apply_overrides(config, args.overrides)
+    # The runner trains whole log intervals (as rlpyt): a run shorter than the preset's
+    # interval logs at its end rather than running on to the interval's.
+    runner = config["runner"]
+    if isinstance(config["steps"], int) and isinstance(runner["log_interval_steps"], int):
+        runner["log_interval_steps"] = min(runner["log_interval_steps"], config["steps"])
+    return config
 
 
 def _train(args: argparse.Namespace) -> None:
@@ -207,9 +234,11 @@ def _train(args: argparse.Namespace) -> None:
         return
     run_dir = train(config, args.log_dir)
     final = read_progress(run_dir)
+    returns = final.get("ReturnAverage", [])  # (no column when no episode has ended)
+    last = f"{returns[-1]:.1f}" if len(returns) else "none (no episode ended)"
     print(
-        f"trained {int(final['CumSteps'][-1])} steps; last average return "
-        f"{final['ReturnAverage'][-1]:.1f}; run directory: {run_dir}"
+        f"trained {int(final['CumSteps'][-1])} steps; last average return {last}; "
+        f"run directory: {run_dir}"
     )
     if have_matplotlib():
         print(f"learning curve: {plot_runs([run_dir], run_dir / 'curve.png')}")

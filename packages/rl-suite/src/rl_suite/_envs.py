@@ -1,7 +1,8 @@
 """Environments by id, as the trainer makes them: gymnasium ids through ``rl_samplers.make``,
 Atari games (``atari:pong`` or ``ALE/Pong-v5``) through ``AtariEnv`` directly; batched ones
 for ``BatchedSampler`` (``make_batch_env``): ``torch:cartpole`` / ``torch:pendulum`` (the
-torch envs, on the run's device) and ``vec:<gymnasium id>`` (``gymnasium.make_vec``).
+torch envs, on the run's device), ``vec:<gymnasium id>`` (``gymnasium.make_vec``) and
+``ale:<game>`` (ale-py's vector env, as ``AleVectorEnv``: ``atari:<game>``'s frames).
 
 ``make_env`` is a module-level function, so samplers can start workers with any start method.
 """
@@ -17,6 +18,7 @@ import numpy as np
 
 from rl_arrays import EnvSpaces
 from rl_samplers import (
+    AleVectorEnv,
     AtariEnv,
     BatchEnv,
     GymEnvWrapper,
@@ -29,6 +31,7 @@ from rl_samplers import (
 from ._config import is_atari, is_batched
 
 __all__ = [
+    "atari_game",
     "batch_env_spaces",
     "is_atari",
     "is_batched",
@@ -91,7 +94,9 @@ def make_env(id: str, observation_indices: list[int] | None = None, **kwargs: An
 
 def make_batch_env(num_envs: int, id: str, device: str = "cpu", **kwargs: Any) -> Any:
     """``num_envs`` envs of a batched ``id``, as ``BatchedSampler`` steps them: a torch env on
-    ``device`` (kwargs: its own, e.g. ``max_episode_steps``, ``critic_observation``), or a
+    ``device`` (kwargs: its own, e.g. ``max_episode_steps``, ``critic_observation``), Atari
+    games on ale-py's vector env, their frames on ``device`` (kwargs: ``AtariEnv``'s, and
+    ``vector_kwargs``, e.g. ``num_threads``, which a single ``AtariEnv`` has not), or a
     gymnasium vector env in the same-step autoreset mode (kwargs go to ``gymnasium.make_vec``,
     ``vectorization_mode`` "sync" by default; ``device`` is not used: it steps numpy)."""
     kind, _, name = id.partition(":")
@@ -100,9 +105,13 @@ def make_batch_env(num_envs: int, id: str, device: str = "cpu", **kwargs: Any) -
             known = ", ".join(f"torch:{n}" for n in TORCH_ENVS)
             raise ValueError(f"unknown torch environment {id!r}; there are {known}")
         return TORCH_ENVS[name](num_envs, device=device, **kwargs)
+    if kind == "ale" and name:
+        vector_kwargs = kwargs.pop("vector_kwargs", {})
+        return AleVectorEnv(name, num_envs, device=device, **kwargs, **vector_kwargs)
     if kind != "vec" or not name:
         raise ValueError(
-            f"a batched environment id is torch:<name> or vec:<gymnasium id>, got {id!r}"
+            "a batched environment id is torch:<name>, vec:<gymnasium id> or ale:<game>, "
+            f"got {id!r}"
         )
     vector_kwargs = {
         "autoreset_mode": gymnasium.vector.AutoresetMode.SAME_STEP,
@@ -125,7 +134,10 @@ def batch_env_spaces(env: Any) -> EnvSpaces:
 
 
 def single_env_id(id: str) -> str:
-    """The gymnasium id whose single env behaves as one of the batched ``id``'s (what
-    ``evaluate`` plays): ``vec:<id>`` -> ``<id>``, ``torch:cartpole`` -> ``CartPole-v1``."""
+    """The id whose single env behaves as one of the batched ``id``'s (what ``evaluate``
+    plays): ``vec:<id>`` -> ``<id>``, ``torch:cartpole`` -> ``CartPole-v1``, ``ale:pong`` ->
+    ``atari:pong``."""
     kind, _, name = id.partition(":")
+    if kind == "ale":
+        return f"atari:{name}"
     return TORCH_ENV_GYM_IDS[name] if kind == "torch" else name

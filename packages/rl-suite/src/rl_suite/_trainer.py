@@ -59,6 +59,8 @@ from rl_runners import (
     logger_context,
 )
 from rl_samplers import (
+    AlternatingSampler,
+    AsyncAlternatingSampler,
     AsyncCpuSampler,
     AsyncGpuSampler,
     AsyncSerialSampler,
@@ -76,6 +78,7 @@ from rl_samplers import (
 
 from ._config import ALGOS, DEFAULTS
 from ._envs import (
+    atari_game,
     batch_env_spaces,
     is_atari,
     is_batched,
@@ -105,11 +108,17 @@ Q_AGENTS = {
 # The Q-value policy-gradient agents (vector observations, continuous actions; evaluation
 # always deterministic).
 QPG_AGENTS = {"ddpg": DdpgAgent, "td3": Td3Agent, "sac": SacAgent}
-SAMPLER_CLASSES = {"serial": SerialSampler, "cpu": CpuSampler, "gpu": GpuSampler}
+SAMPLER_CLASSES = {
+    "serial": SerialSampler,
+    "cpu": CpuSampler,
+    "gpu": GpuSampler,
+    "alternating": AlternatingSampler,
+}
 ASYNC_SAMPLER_CLASSES = {
     "serial": AsyncSerialSampler,
     "cpu": AsyncCpuSampler,
     "gpu": AsyncGpuSampler,
+    "alternating": AsyncAlternatingSampler,
 }
 # (sampler kind, mid_batch_reset) -> collector
 COLLECTORS = {
@@ -119,6 +128,8 @@ COLLECTORS = {
     ("cpu", False): CpuWaitResetCollector,
     ("gpu", True): GpuResetCollector,
     ("gpu", False): GpuWaitResetCollector,
+    ("alternating", True): GpuResetCollector,
+    ("alternating", False): GpuWaitResetCollector,
 }
 # The action spaces each algorithm can act in.
 ACTION_KINDS = {
@@ -400,9 +411,10 @@ def _build_batched(config: dict[str, Any], affinity: dict[str, Any]) -> OnPolicy
     if config["algo"] not in ON_POLICY:
         raise ValueError(f"batched environments train ppo or a2c, not {config['algo']}")
     if not is_batched(env):
+        instead = f"ale:{atari_game(env)}" if is_atari(env) else f"vec:{env}"
         raise ValueError(
-            f"sampler.kind=batched steps torch:<name> or vec:<gymnasium id> environments; for "
-            f"{env!r} write vec:{env} (or choose another sampler.kind)"
+            f"sampler.kind=batched steps torch:<name>, vec:<gymnasium id> or ale:<game> "
+            f"environments; for {env!r} write {instead} (or choose another sampler.kind)"
         )
     if sampler_config["kind"] != "batched":
         raise ValueError(
