@@ -106,6 +106,19 @@ _CARTPOLE_Q = {
 
 # The reference's Atari DQN configuration: 104x80 frames, 4 of them (stored frame by frame),
 # clipped rewards, episodic lives, 16 environments x 2 steps per iteration.
+# PPO on Atari: the reference's settings (rlpyt's atari_ff_ppo).
+_ATARI_PPO: dict[str, Any] = {
+    "discount": 0.99,
+    "gae_lambda": 0.95,
+    "learning_rate": 1e-3,
+    "ratio_clip": 0.1,
+    "epochs": 4,
+    "minibatches": 4,
+    "entropy_loss_coeff": 0.01,
+    "value_loss_coeff": 1.0,
+    "linear_lr_schedule": True,
+}
+
 _ATARI_DQN: dict[str, Any] = {
     "env": "atari:pong",
     "steps": 50_000_000,
@@ -260,17 +273,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "steps": 10_000_000,
         "sampler": {"kind": "cpu", "batch_T": 128, "batch_B": 8, "max_decorrelation_steps": 1000},
         "runner": {"log_interval_steps": 100_000},
-        "algo_kwargs": {
-            "discount": 0.99,
-            "gae_lambda": 0.95,
-            "learning_rate": 1e-3,
-            "ratio_clip": 0.1,
-            "epochs": 4,
-            "minibatches": 4,
-            "entropy_loss_coeff": 0.01,
-            "value_loss_coeff": 1.0,
-            "linear_lr_schedule": True,
-        },
+        "algo_kwargs": _ATARI_PPO,
     },
     # Least wall-clock to a game score of 20 on Pong with one GPU and 16 cores: many envs
     # stepped by two alternating groups of workers while the GPU acts for the other group,
@@ -303,17 +306,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "steps": 10_000_000,
         "sampler": {"kind": "batched", "batch_T": 128, "batch_B": 16},
         "runner": {"log_interval_steps": 100_000, "evaluate": False},
-        "algo_kwargs": {
-            "discount": 0.99,
-            "gae_lambda": 0.95,
-            "learning_rate": 1e-3,
-            "ratio_clip": 0.1,
-            "epochs": 4,
-            "minibatches": 4,
-            "entropy_loss_coeff": 0.01,
-            "value_loss_coeff": 1.0,
-            "linear_lr_schedule": True,
-        },
+        "algo_kwargs": _ATARI_PPO,
     },
     "atari-a2c": {
         "algo": "a2c",
