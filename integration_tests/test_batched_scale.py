@@ -140,9 +140,9 @@ def test_an_iteration_costs_the_same_at_any_number_of_environments(tmp_path, mon
     assert small == large, f"{SIZES[0]} envs: {small}\n{SIZES[1]} envs: {large}"
     sampling, updating, whole, infos, _ = large
     assert sum(sampling.values()) == 0  # stepping never waits for the device
-    # PPO reads each minibatch's KL for the adaptive learning rate (as rsl_rl does), and
-    # its diagnostics and its input check once.
-    assert sum(updating.values()) <= EPOCHS * MINIBATCHES + 2
+    # PPO reads its diagnostics and its input check once; the adaptive learning rate
+    # follows each minibatch's KL on the device (rsl_rl reads it on the host).
+    assert sum(updating.values()) <= 2
     assert sum(whole.values()) <= sum(updating.values()) + 4  # episodes, the log
     assert infos == WINDOW  # the runner's window, built from the device: not one per episode
 

@@ -115,6 +115,9 @@ RUNS = {
         PPO, c, normalize_advantage="minibatch", clip_grad_separately=False
     ),
     "PPO-recurrent": lambda c: pg_run(PPO, c, recurrent=True, minibatches=2),
+    "PPO-adaptive-lr": lambda c: pg_run(
+        PPO, c, desired_kl=0.01, linear_lr_schedule=False, minibatches=2
+    ),
 }
 
 
@@ -183,8 +186,6 @@ def test_bad_compile_values_are_named(value):
 
 
 def test_what_a_captured_step_cannot_take_is_refused_before_training():
-    with pytest.raises(ValueError, match="desired_kl"):
-        PPO(compile=True, desired_kl=0.01, linear_lr_schedule=False)
     algo = PPO(compile=FAST, recurrent_minibatch="padded")
     with pytest.raises(ValueError, match="padded"):
         algo.initialize(LstmAgent(OBS, ACTIONS), n_itr=2, batch_spec=BatchSpec(5, 4))
@@ -208,6 +209,9 @@ CUDA_RUNS = {
     "SAC": lambda c: qpg_run(SAC, lambda: FakeSacAgent(seed=0), c, itrs=8, device="cuda"),
     "A2C": lambda c: pg_run(A2C, c, itrs=6, device="cuda"),
     "PPO": lambda c: pg_run(PPO, c, itrs=3, device="cuda", minibatches=3),
+    "PPO-adaptive-lr": lambda c: pg_run(
+        PPO, c, itrs=3, device="cuda", desired_kl=0.01, linear_lr_schedule=False
+    ),
 }
 
 

@@ -261,8 +261,15 @@ def adapt(algo, new_prob, old_prob=(0.5, 0.5, 0.0)):
     new = DistInfo(prob=torch.tensor([new_prob]))
     algo._adapt_learning_rate(old, new, torch.ones(1))
     lrs = {group["lr"] for group in algo.optimizer.param_groups}
-    assert len(lrs) == 1
-    return lrs.pop()
+    assert len(lrs) == 1  # one rate for every group: a float32 tensor on the agent's device
+    (lr,) = lrs
+    assert isinstance(lr, torch.Tensor) and lr.dtype == torch.float32
+    return float(lr)
+
+
+def f32(x):
+    """``x`` as the float32 learning rate holds it."""
+    return pytest.approx(x, rel=1e-6)
 
 
 def test_adaptive_learning_rate_by_hand():
@@ -275,11 +282,11 @@ def test_adaptive_learning_rate_by_hand():
     assert adapt(algo, small) == pytest.approx(1.5e-3)
     assert adapt(algo, (0.5, 0.5, 0.0)) == pytest.approx(1.5e-3)  # KL 0: nothing moved yet
     medium = kl_algo(desired_kl=0.3)  # 0.15 <= 0.511 <= 0.6: left alone
-    assert adapt(medium, big) == 1e-3
+    assert adapt(medium, big) == f32(1e-3)
     low = kl_algo(learning_rate=1.2e-5)
-    assert adapt(low, big) == 1e-5 and adapt(low, big) == 1e-5  # floor
+    assert adapt(low, big) == f32(1e-5) and adapt(low, big) == f32(1e-5)  # floor
     high = kl_algo(learning_rate=9e-3)
-    assert adapt(high, small) == 1e-2 and adapt(high, small) == 1e-2  # ceiling
+    assert adapt(high, small) == f32(1e-2) and adapt(high, small) == f32(1e-2)  # ceiling
 
 
 def test_adaptive_learning_rate_refusals():
@@ -337,7 +344,7 @@ def test_adaptive_learning_rate_averages_the_kl_over_processes(monkeypatch):
     monkeypatch.setattr(distributed, "all_reduce", all_reduce)
     algo = kl_algo(desired_kl=0.2)
     # Alone, 0.511 > 2 * 0.2 would lower the rate; the mean (0.511 + 0.1) / 2 = 0.31 does not.
-    assert adapt(algo, (0.9, 0.1, 0.0)) == 1e-3
+    assert adapt(algo, (0.9, 0.1, 0.0)) == f32(1e-3)
     assert reduced == [pytest.approx(0.5108, abs=1e-4)]
 
 
@@ -371,7 +378,7 @@ def test_adaptive_learning_rate_agrees_across_real_processes(tmp_path):
     for worker in workers:
         worker.join(timeout=60)
         assert worker.exitcode == 0
-    assert got == [(0, 1e-3, pytest.approx(1e-3 / 1.5)), (1, 1e-3, pytest.approx(1e-3 / 1.5))]
+    assert got == [(0, f32(1e-3), f32(1e-3 / 1.5)), (1, f32(1e-3), f32(1e-3 / 1.5))]
 
 
 def test_learning_rate_is_logged_with_the_linear_schedule_too():

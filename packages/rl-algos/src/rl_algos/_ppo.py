@@ -100,11 +100,6 @@ class PPO(PolicyGradientAlgo):
                     "desired_kl and linear_lr_schedule=True both set the learning rate: "
                     "pass linear_lr_schedule=False with desired_kl"
                 )
-        if desired_kl is not None and self._compile_options is not None:
-            raise ValueError(
-                "compile=True cannot take desired_kl: the adaptive learning rate reads each "
-                "minibatch's KL on the host, which a captured update step cannot"
-            )
         if value_clip is not None:
             check_number("value_clip", value_clip, 0)
         if recurrent_minibatch not in _RECURRENT_MINIBATCHES:
@@ -164,6 +159,23 @@ class PPO(PolicyGradientAlgo):
         self._generator = torch.Generator(self._agent.device)
         self._generator.manual_seed(int(torch.randint(2**62, ())))
         self.ratio_clip = self._base_ratio_clip
+        self._share_learning_rate()
+
+    def _restart_steps(self) -> None:
+        self._share_learning_rate()  # (a loaded optimizer state brings its own rates)
+        super()._restart_steps()
+
+    def _share_learning_rate(self) -> None:
+        """With ``desired_kl``: every group's learning rate one tensor on the agent's
+        device, which the adaptive rule sets in place, so that no minibatch waits for its
+        KL to reach the host (fused Adam, the default, takes a device rate as it is)."""
+        if self.desired_kl is None:
+            return
+        groups = self._optimizer.param_groups
+        lr = torch.as_tensor(groups[0]["lr"], dtype=torch.float32)
+        self._lr = lr.to(self._agent.device, copy=True)
+        for group in groups:
+            group["lr"] = self._lr
 
     def _compile_losses(self, options: dict[str, Any] | None) -> None:
         self._loss_fn = compiled(self.loss, options, self._agent.recurrent)
@@ -236,7 +248,9 @@ class PPO(PolicyGradientAlgo):
             self._ratio_clip_arg.fill_(self.ratio_clip)
         else:
             self._ratio_clip_arg = self.ratio_clip
-        lr = float(self._optimizer.param_groups[0]["lr"])  # (changes within only with desired_kl)
+        # A float, or a tensor on the device (desired_kl; compiled on CUDA), which only
+        # desired_kl changes between the steps.
+        lr = self._optimizer.param_groups[0]["lr"]
         for _ in range(self.epochs):
             # The whole batch by default: its loss does not depend on the order.
             batch, batch_old_value = loss_inputs, old_value
@@ -260,19 +274,20 @@ class PPO(PolicyGradientAlgo):
                     None, minibatch, rnn_state, mb_old_value
                 )
                 self.update_counter += 1
-                if self.desired_kl is not None:
-                    lr = float(self._optimizer.param_groups[0]["lr"])
-                learning_rates.append(lr)
+                learning_rates.append(lr.clone() if self.desired_kl is not None else lr)
                 grad_norms.append(grad_norm)
                 losses.append(loss)
                 steps.append((dist_info, ratio, minibatch.old_dist_info, minibatch.valid))
-        # Every per-step diagnostic in one read from the device.
-        diagnostics = torch.cat(
-            [torch.stack(losses)[None], torch.stack(grad_norms)[None], self._diagnostics(steps)]
-        )
+        # Every per-step diagnostic in one read from the device (the learning rates too
+        # when they live there).
+        on_device_lr = isinstance(lr, torch.Tensor)
+        rows = [torch.stack(losses)[None], torch.stack(grad_norms)[None], self._diagnostics(steps)]
+        if on_device_lr:
+            rows.append(torch.stack(learning_rates).to(rows[0].dtype)[None])
+        diagnostics = torch.cat(rows)
         # (compiled: left on the device, for the runner to read once per log row)
         compiled = self._compile_options is not None
-        loss, grad_norm, entropy, perplexity, kl, clip_fraction = (
+        loss, grad_norm, entropy, perplexity, kl, clip_fraction, *lrs = (
             diagnostics if compiled else diagnostics.tolist()
         )
         opt_info = PpoOptInfo(
@@ -282,7 +297,7 @@ class PPO(PolicyGradientAlgo):
             perplexity=perplexity,
             kl=kl,
             clipFraction=clip_fraction,
-            learningRate=[float(lr) for lr in learning_rates],
+            learningRate=lrs[0] if on_device_lr else learning_rates,
         )
         if self.lr_scheduler is not None:
             self.lr_scheduler.step()
@@ -362,8 +377,9 @@ class PPO(PolicyGradientAlgo):
     ) -> None:
         """rsl_rl's adaptive schedule on the minibatch's mean KL(old || new) (over the
         steps where ``weights`` is 1; None: every step, as rsl_rl averages): slow down when
-        the policy moved too far from the sampling one, speed up when it barely moved; every
-        process decides on the same KL."""
+        the policy moved too far from the sampling one, speed up when it barely moved (not
+        at exactly 0: it has not moved yet); every process decides on the same KL. All on
+        the device: nothing is read on the host."""
         desired_kl = self.desired_kl
         assert desired_kl is not None  # (optimize_agent calls this only with desired_kl)
         kl = self._agent.distribution.mean_kl(old_dist_info, dist_info, weights)
@@ -374,13 +390,12 @@ class PPO(PolicyGradientAlgo):
                 kl = kl.clone()
                 distributed.all_reduce(kl)
                 kl = kl / world_size
-        kl_value = float(kl)
-        lr = self._optimizer.param_groups[0]["lr"]
-        if kl_value > 2.0 * desired_kl:
-            lr = max(_MIN_LR, lr / _LR_FACTOR)
-        elif 0.0 < kl_value < desired_kl / 2.0:  # exactly 0: the policy has not moved yet
-            lr = min(_MAX_LR, lr * _LR_FACTOR)
-        for group in self._optimizer.param_groups:
+        lr = self._lr
+        slower = (lr / _LR_FACTOR).clamp(min=_MIN_LR)
+        faster = (lr * _LR_FACTOR).clamp(max=_MAX_LR)
+        barely_moved = (kl > 0) & (kl < desired_kl / 2.0)
+        lr.copy_(torch.where(kl > 2.0 * desired_kl, slower, torch.where(barely_moved, faster, lr)))
+        for group in self._optimizer.param_groups:  # (groups added since: the same rate)
             group["lr"] = lr
 
     def _blank_after_done(self) -> bool:
