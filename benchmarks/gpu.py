@@ -13,7 +13,8 @@ completes, as "work | rl-suite | peer | ratio (its target: met / NOT met) | also
 - ``vec_env``: PPO on thousands of batched ``TorchCartPole``s, rl-suite against rsl_rl
   (``benchmarks/vec_env.py``'s runs, same settings on both sides), at 4,096, 16,384 and
   65,536 environments: env steps/s (target: at least 1.2x), the mean return of the last 100
-  training episodes and the learning rate at the end (both adapt it to the KL).
+  training episodes and the learning rate at the end (both adapt it to the KL); at 16,384
+  also ours with ``compile=True`` against the same rsl_rl run.
 - ``sac``, ``td3``: SAC and TD3 on Pendulum-v1 with the ``pendulum-sac`` / ``pendulum-td3``
   presets (one environment, one update of 256 / 100 per env step; ``learning.py``'s
   settings, ``QPG``, on both sides), on the GPU: rl-suite eager, ``compile=True``, and
@@ -75,6 +76,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import csv
+import dataclasses
 import importlib.util
 import math
 import os
@@ -86,7 +88,6 @@ import time
 import traceback
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +100,7 @@ import learning_dqn
 ROOT = Path(__file__).resolve().parent.parent
 VEC_ENV_SIZES = (4096, 16384, 65536)
 QUICK_SIZES = (64,)
+COMPILED_VEC_ENV_SIZE = 16384  # where rsl_rl was furthest ahead (issue 19)
 QUICK_COMPILE = {"backend": "aot_eager"}  # (no C++ compiler needed, seconds to compile)
 QPG_TARGET = 3.0  # compiled SAC / TD3, ours / SB3 steps/s
 DQN_TARGET = 3.0  # ours / SB3, env steps/s and updates/s
@@ -108,7 +110,7 @@ SB3_PONG_ID = "PongNoFrameskip-v4"  # make_atari_env's wrappers skip frames them
 ADAM_EPS = learning.ADAM_EPS  # torch's default, SB3's DQN's and SAC's (as learning.py)
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class Sizes:
     """Iterations of a run: before the learning start (replay algorithms, in env steps; None:
     the preset's), warm-up iterations after it, and timed ones."""
@@ -118,14 +120,14 @@ class Sizes:
     learning_starts: int | None = None
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class PongShape:
     envs: int
     workers: int
     T: int  # steps per environment per iteration (PPO: per rollout)
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class Plan:
     """Every size the rows use, for the GPU and for --quick."""
 
@@ -196,7 +198,7 @@ QUICK_PLAN = Plan(
 )
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class Speed:
     """A timed window of training."""
 
@@ -235,7 +237,7 @@ def emit(rows: list[list[str]], row: list[str]) -> None:
 Call = tuple[Callable[..., Any], tuple[Any, ...]]
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class Failure:
     """A run that raised: its error, as a cell shows it."""
 
@@ -301,26 +303,18 @@ def compare(
 
 
 def vec_env_rows(args: argparse.Namespace) -> list[list[str]]:
-    """rl-suite and rsl_rl at each size: one row per size."""
+    """rl-suite and rsl_rl at each size: one row per size, and one more for ours compiled
+    at ``COMPILED_VEC_ENV_SIZE`` (against the same rsl_rl run)."""
     import vec_env
 
     rows: list[list[str]] = []
     not_there = missing("rsl_rl")
-    for envs in QUICK_SIZES if args.quick else VEC_ENV_SIZES:
-        settings = vec_env.Settings(
-            envs=envs,
-            iterations=1 if args.quick else args.iterations,
-            warmup=1 if args.quick else 2,
-            threads=1,  # (as vec_env.py by default: one torch thread per run)
-            device=args.device,
-            hidden=vec_env.HIDDEN,
-        )
-        work = f"vec_env PPO, {envs:,} envs"
-        ours = vec_env.in_fresh_process(vec_env.run_ours, settings, 0)
-        if not_there:
-            emit(rows, [work, f"{ours.steps_per_s:,.0f} steps/s", not_there, "-", ""])
-            continue
-        peer = vec_env.in_fresh_process(vec_env.run_rsl_rl, settings, 0)
+    compiled_size = QUICK_SIZES[0] if args.quick else COMPILED_VEC_ENV_SIZE
+
+    def emit_pair(work: str, ours: Any, peer: Any) -> None:
+        if peer is None:
+            emit(rows, [work, f"{ours.steps_per_s:,.0f} steps/s", str(not_there), "-", ""])
+            return
         emit(
             rows,
             [
@@ -332,6 +326,23 @@ def vec_env_rows(args: argparse.Namespace) -> list[list[str]]:
                 f"lr {ours.learning_rate:.1e} / {peer.learning_rate:.1e}",
             ],
         )
+
+    for envs in QUICK_SIZES if args.quick else VEC_ENV_SIZES:
+        settings = vec_env.Settings(
+            envs=envs,
+            iterations=1 if args.quick else args.iterations,
+            warmup=1 if args.quick else 2,
+            threads=1,  # (as vec_env.py by default: one torch thread per run)
+            device=args.device,
+            hidden=vec_env.HIDDEN,
+        )
+        ours = vec_env.in_fresh_process(vec_env.run_ours, settings, 0)
+        peer = None if not_there else vec_env.in_fresh_process(vec_env.run_rsl_rl, settings, 0)
+        emit_pair(f"vec_env PPO, {envs:,} envs", ours, peer)
+        if envs == compiled_size:
+            compiled = dataclasses.replace(settings, compile=True)
+            ours = vec_env.in_fresh_process(vec_env.run_ours, compiled, 0)
+            emit_pair(f"vec_env PPO, {envs:,} envs, ours compiled", ours, peer)
     return rows
 
 

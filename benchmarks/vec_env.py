@@ -159,6 +159,7 @@ class Settings:
     threads: int
     device: str
     hidden: tuple[int, ...]
+    compile: bool = False  # ours only: compiled updates (on the CPU with aot_eager)
 
     @property
     def batch_steps(self) -> int:
@@ -339,6 +340,8 @@ def run_ours(settings: Settings, seed: int) -> Run:
         normalize_advantage=True,
         desired_kl=DESIRED_KL,
         value_clip=RATIO_CLIP,
+        # On the CPU, inductor needs a C++ compiler and minutes: aot_eager checks the path.
+        compile=settings.compile and (device.type != "cpu" or {"backend": "aot_eager"}),
     )
     affinity = {"cuda_idx": device.index or 0} if device.type == "cuda" else None
     runner = OnPolicyRunner(
@@ -533,6 +536,9 @@ def main() -> None:
     parser.add_argument(
         "--hidden", type=int, nargs="+", default=list(HIDDEN), help="hidden sizes (256 128 64)"
     )
+    parser.add_argument(
+        "--compile", action="store_true", help="ours with compiled updates (CUDA graphs on a GPU)"
+    )
     args = parser.parse_args()
     settings = Settings(
         envs=args.envs if args.envs is not None else 256 if args.quick else 4096,
@@ -541,6 +547,7 @@ def main() -> None:
         threads=args.threads,
         device=args.device,
         hidden=tuple(args.hidden),
+        compile=args.compile,
     )
     if settings.envs < 1 or settings.iterations < 1 or settings.warmup < 1:
         parser.error("--envs, --iterations and --warmup must be at least 1")
@@ -565,7 +572,8 @@ def main() -> None:
     print(
         f"PPO on TorchCartPole (one Gaussian action, thresholded at 0), {settings.envs:,} envs x "
         f"{STEPS_PER_ENV} steps = {settings.batch_steps:,} steps per iteration, {EPOCHS} epochs "
-        f"x {MINIBATCHES} minibatches, MLPs {list(settings.hidden)} ELU, on {settings.device}; "
+        f"x {MINIBATCHES} minibatches, MLPs {list(settings.hidden)} ELU, on {settings.device}"
+        f"{', ours compiled' if settings.compile else ''}; "
         f"{settings.warmup} warm-up + {settings.iterations} timed iterations per run, each run "
         "in its own fresh process (spawn), one at a time.",
         flush=True,
