@@ -224,3 +224,11 @@ def test_sweep_report_lists_every_run_and_the_failed_ones_logs(sweep_dir):
     assert lines[3].split() == ["lr-b", "10", "200", "70.0", "ok"]
     stderr = Path(sweep_dir / "lr-a" / "run_2" / "stderr.log")
     assert lines[4] == f"failed: {stderr.parent} (see {stderr})"
+
+
+def test_sweep_report_shows_the_steps_of_a_run_with_no_finished_episode(sweep_dir):
+    run_dir = sweep_dir / "lr-b" / "run_3"
+    run_dir.mkdir()
+    (run_dir / "progress.csv").write_text("Iteration,CumSteps\n0,64\n1,128\n")
+    report = sweep_report(ExperimentsSummary(sweep_dir, (RunResult(sweep_dir / "lr-b", 3, 0, 0),)))
+    assert report.splitlines()[1].split() == ["lr-b", "3", "128", "-", "ok"]

@@ -405,12 +405,15 @@ def sweep_report(summary: ExperimentsSummary) -> str:
 
     lines = [f"{'variant':<24} {'seed':>4} {'steps':>9} {'final return':>13}  status"]
     for run in summary.runs:
-        steps = final = "-"
         try:
             progress = read_progress(run.run_dir)
-            steps, final = f"{progress['CumSteps'][-1]:.0f}", f"{progress['ReturnAverage'][-1]:.1f}"
-        except (FileNotFoundError, ValueError, KeyError):
-            pass  # (a run that failed before its first log row)
+        except (FileNotFoundError, ValueError):
+            progress = {}  # (a run that failed before its first log row)
+        # (no ReturnAverage column: no episode ended; the steps still count)
+        steps, final = (
+            f"{progress[column][-1]:{spec}}" if column in progress else "-"
+            for column, spec in (("CumSteps", ".0f"), ("ReturnAverage", ".1f"))
+        )
         variant = run.log_dir.relative_to(summary.exp_dir).as_posix()
         status = "ok" if run.ok else f"FAILED (exit code {run.returncode})"
         lines.append(f"{variant:<24} {run.run_ID:>4} {steps:>9} {final:>13}  {status}")
