@@ -1,15 +1,25 @@
 """Every GPU comparison this project claims, side by side with its peer, in one run.
 
-    python benchmarks/gpu.py                  # a CUDA GPU: sized for about 8 minutes (a guess:
-                                              # not yet run on one; each row prints its time)
+    python benchmarks/gpu.py                  # a CUDA GPU: 8-12 minutes (an estimate: not
+                                              # yet run on one; each row prints its time)
     python benchmarks/gpu.py --only sac td3   # some rows only
-    python benchmarks/gpu.py --only speedrun  # the Pong speedrun alone (up to 9 minutes)
+    python benchmarks/gpu.py --only speedrun  # the Pong speedrun alone (up to 8 minutes)
     python benchmarks/gpu.py --full           # every row, the speedrun too
+    python benchmarks/gpu.py --deadline 560   # the table printed within a 600 s call
     python benchmarks/gpu.py --quick          # the CPU, tiny sizes: checks that it still works
+
+On a lent machine (600 s a call) run it in two calls: ``--deadline 560 --only "cuda tests"
+vec_env sac td3``, then ``--deadline 560 --only dqn ppo`` (and ``--only speedrun`` in a
+third when time is left). A run (one side of a row) is killed after 300 s or at the
+deadline; a row not started by the deadline is listed as skipped.
 
 Rows (each a function in ``ROWS``, named as ``--only`` takes them; each row prints as it
 completes, as "work | rl-suite | peer | ratio (its target: met / NOT met) | also"):
 
+- ``cuda tests`` (first: the quickest sign that compiling and capturing work there): the
+  tests marked ``cuda`` (``pytest -m cuda`` over the test files of every package and of the
+  integration tests that mark one): how many passed, failed and were skipped, and the
+  failures' names.
 - ``vec_env``: PPO on thousands of batched ``TorchCartPole``s, rl-suite against rsl_rl
   (``benchmarks/vec_env.py``'s runs, same settings on both sides), at 4,096, 16,384 and
   65,536 environments: env steps/s (target: at least 1.2x), the mean return of the last 100
@@ -29,22 +39,21 @@ completes, as "work | rl-suite | peer | ratio (its target: met / NOT met) | also
   sides, epsilon a constant 0.01, learning from 2,048 steps, a replay of 100k: env steps/s
   over 6,144 steps after 1,280 warm-up updates, and updates/s (the time inside the training
   calls: ours ``optimize_agent`` then ``torch.cuda.synchronize``, its storing of the
-  iteration's 32 steps included; SB3's ``train``); target 3x SB3 on both.
+  iteration's 32 steps included; SB3's ``train``); target 3x SB3 on both, compiled.
 - ``ppo``: PPO on Pong, env steps/s over timed iterations after 2 warm-up ones (compiling,
-  capturing): the ``atari`` preset (8 envs x 128 steps, 4 epochs x 4 minibatches) compiled
-  on the GPU with the ``gpu`` sampler, then with the ``alternating`` one (6 iterations,
-  6,144 steps, each), and the ``atari-fast`` preset (64 envs x 64 steps, alternating,
-  compiled; 5 iterations, 20,480 steps), against SB3 ``PPO("CnnPolicy")`` on a
-  ``SubprocVecEnv`` of 8 (``make_atari_env``, ``VecFrameStack(4)``) with ``n_steps=128``, 4
-  epochs of minibatches of 256 and the ``atari`` preset's other values (2 rollouts, then 6
-  timed); target: at least 15,000 steps/s for ``atari-fast``.
-- ``cuda tests``: the tests marked ``cuda`` (``pytest -m cuda`` over the test files of every
-  package and of the integration tests that mark one): how many passed, failed and were
-  skipped, and the failures' names.
+  capturing): the ``atari`` preset (8 envs x 128 steps, 4 epochs x 4 minibatches) with
+  SB3's network (the Nature CNN) compiled on the GPU with the ``gpu`` sampler, then with
+  the ``alternating`` one (6 iterations, 6,144 steps, each), against SB3
+  ``PPO("CnnPolicy")`` on a ``SubprocVecEnv`` of 8 (``make_atari_env``,
+  ``VecFrameStack(4)``) with ``n_steps=128``, 4 epochs of minibatches of 256 and the
+  ``atari`` preset's other values (2 rollouts, then 6 timed); and the ``atari-fast`` preset
+  as it is (64 envs x 64 steps, alternating, compiled; 5 iterations, 20,480 steps), held
+  to its own target, at least 15,000 steps/s (no ratio: SB3 ran another size).
 - ``speedrun`` (with ``--full``, or named in ``--only``): ``rl-suite train ppo --preset
   atari-fast`` as a user runs it, stopped (Ctrl-C) once the training episodes' mean game
   score (``GameScoreAverage`` of ``progress.csv``: the last 100 episodes) reaches 20, or
-  after ``--speedrun-minutes`` (9 by default: one call on a lent machine runs 10 at most):
+  after ``--speedrun-minutes`` (8 by default: one call on a lent machine runs 10 at most),
+  in its own process group (a stop reaches its workers):
   the run's own clock (``CumTime (s)``) at that row; target under 10 minutes.
 
 Ours is timed the same way in every row but ``vec_env`` and ``speedrun``: the preset's runner
@@ -79,6 +88,7 @@ import csv
 import dataclasses
 import importlib.util
 import math
+import multiprocessing
 import os
 import signal
 import subprocess
@@ -106,6 +116,14 @@ QPG_TARGET = 3.0  # compiled SAC / TD3, ours / SB3 steps/s
 DQN_TARGET = 3.0  # ours / SB3, env steps/s and updates/s
 PPO_FAST_TARGET = 15_000  # atari-fast, env steps/s
 SPEEDRUN_SCORE, SPEEDRUN_TARGET_MIN = 20.0, 10.0
+NATURE_CNN = {
+    "channels": [32, 64, 64],
+    "kernel_sizes": [8, 4, 3],
+    "strides": [4, 2, 1],
+    "paddings": [0, 0, 0],
+}
+RUN_TIMEOUT_S = 300.0  # one run (one side of a row) at most
+SPEEDRUN_STOP_S = 70.0  # left to the speedrun's shutdown before --deadline
 SB3_PONG_ID = "PongNoFrameskip-v4"  # make_atari_env's wrappers skip frames themselves
 ADAM_EPS = learning.ADAM_EPS  # torch's default, SB3's DQN's and SAC's (as learning.py)
 
@@ -256,19 +274,47 @@ def run_calls(calls: dict[str, Call]) -> dict[str, Any]:
     return results
 
 
-def run_sides(calls: dict[str, Call], args: argparse.Namespace) -> dict[str, Any]:
+def _send_result(conn: Any, func: Callable[..., Any], func_args: tuple[Any, ...]) -> None:
+    conn.send(func(*func_args))
+
+
+def in_fresh_process(func: Callable[..., Any], func_args: tuple[Any, ...], timeout: float) -> Any:
+    """``func(*func_args)`` in a new interpreter (spawn); killed, with a TimeoutError, when
+    it runs past ``timeout`` seconds (a hung run must not take the rest of the call)."""
+    context = multiprocessing.get_context("spawn")
+    receiver, sender = context.Pipe(duplex=False)
+    process = context.Process(target=_send_result, args=(sender, func, func_args))
+    process.start()
+    sender.close()
+    try:
+        if not receiver.poll(timeout):
+            raise TimeoutError(f"still running after {timeout:.0f} s: killed")
+        return receiver.recv()  # (EOFError when the process died without a result)
+    finally:
+        process.kill()
+        process.join()
+
+
+def time_left(args: argparse.Namespace) -> float:
+    """Seconds a run may take: ``RUN_TIMEOUT_S``, or less to end by ``--deadline``."""
+    if args.deadline is None:
+        return RUN_TIMEOUT_S
+    return max(1.0, min(RUN_TIMEOUT_S, args.deadline - (time.perf_counter() - args.start)))
+
+
+def run_sides(calls: dict[str, Call], args: argparse.Namespace, row: str) -> dict[str, Any]:
     """Each call in a fresh process (spawn), one after another; with --quick all in one
     (the time is in starting them). A failed call gives a ``Failure`` (the others still
-    run: one call on a lent machine) and is counted in ``args.failures``."""
+    run: one call on a lent machine) and is counted in ``args.failures`` as ``row: name``."""
     batches = [calls] if args.quick else [{name: call} for name, call in calls.items()]
     results: dict[str, Any] = {}
     for batch in batches:
         try:
-            results.update(learning.in_fresh_process(run_calls, batch))
-        except Exception as error:  # (the process died: BrokenProcessPool)
+            results.update(in_fresh_process(run_calls, (batch,), time_left(args)))
+        except Exception as error:  # (the process died or timed out)
             traceback.print_exc()
             results.update({name: Failure(f"{type(error).__name__}: {error}") for name in batch})
-    args.failures += [name for name, result in results.items() if isinstance(result, Failure)]
+    args.failures += [f"{row}: {name}" for name, r in results.items() if isinstance(r, Failure)]
     return results
 
 
@@ -294,8 +340,11 @@ def compare(
     if not updates:
         return [*cells, ratio_cell(ratio, target), also]
     update_ratio = ours.updates_per_s / peer.updates_per_s
-    met = "met" if target is not None and min(ratio, update_ratio) >= target else "NOT met"
-    text = f"{ratio:.2f}, upd {update_ratio:.2f} (target {target:g}x: {met})"
+    if target is None:
+        text = f"{ratio:.2f}, upd {update_ratio:.2f} (no target)"
+    else:
+        met = "met" if min(ratio, update_ratio) >= target else "NOT met"
+        text = f"{ratio:.2f}, upd {update_ratio:.2f} (target {target:g}x: {met})"
     return [*cells, text, f"updates {ours.updates:,} / {peer.updates:,}; {also}"]
 
 
@@ -308,25 +357,8 @@ def vec_env_rows(args: argparse.Namespace) -> list[list[str]]:
     import vec_env
 
     rows: list[list[str]] = []
-    not_there = missing("rsl_rl")
+    peer = missing("rsl_rl") or "rsl_rl"  # (its run's name, or why there is none)
     compiled_size = QUICK_SIZES[0] if args.quick else COMPILED_VEC_ENV_SIZE
-
-    def emit_pair(work: str, ours: Any, peer: Any) -> None:
-        if peer is None:
-            emit(rows, [work, f"{ours.steps_per_s:,.0f} steps/s", str(not_there), "-", ""])
-            return
-        emit(
-            rows,
-            [
-                work,
-                f"{ours.steps_per_s:,.0f} steps/s",
-                f"{peer.steps_per_s:,.0f} steps/s",
-                ratio_cell(ours.steps_per_s / peer.steps_per_s, vec_env.SPEED_TARGET),
-                f"return {ours.mean_return:.0f} / {peer.mean_return:.0f}, "
-                f"lr {ours.learning_rate:.1e} / {peer.learning_rate:.1e}",
-            ],
-        )
-
     for envs in QUICK_SIZES if args.quick else VEC_ENV_SIZES:
         settings = vec_env.Settings(
             envs=envs,
@@ -336,14 +368,45 @@ def vec_env_rows(args: argparse.Namespace) -> list[list[str]]:
             device=args.device,
             hidden=vec_env.HIDDEN,
         )
-        ours = vec_env.in_fresh_process(vec_env.run_ours, settings, 0)
-        peer = None if not_there else vec_env.in_fresh_process(vec_env.run_rsl_rl, settings, 0)
-        emit_pair(f"vec_env PPO, {envs:,} envs", ours, peer)
+        calls: dict[str, Call] = {"ours": (vec_env.run_ours, (settings, 0))}
+        if peer == "rsl_rl":
+            calls[peer] = (vec_env.run_rsl_rl, (settings, 0))
         if envs == compiled_size:
             compiled = dataclasses.replace(settings, compile=True)
-            ours = vec_env.in_fresh_process(vec_env.run_ours, compiled, 0)
-            emit_pair(f"vec_env PPO, {envs:,} envs, ours compiled", ours, peer)
+            calls["ours compiled"] = (vec_env.run_ours, (compiled, 0))
+        runs = run_sides(calls, args, f"vec_env {envs:,}")
+        for name in ("ours", "ours compiled"):
+            if name in runs:
+                label = ", ours compiled" if name == "ours compiled" else ""
+                emit(
+                    rows,
+                    vec_env_row(
+                        f"vec_env PPO, {envs:,} envs{label}", runs[name], runs.get(peer, peer)
+                    ),
+                )
     return rows
+
+
+def vec_env_row(work: str, ours: Any, peer: Any) -> list[str]:
+    """Steps/s of each side (``vec_env.Run``s, or why there is none), the ratio against
+    vec_env.py's target, the returns and final learning rates."""
+    import vec_env
+
+    def cell(run: Any) -> str:
+        return (
+            speed_text(run) if isinstance(run, Failure | str) else f"{run.steps_per_s:,.0f} steps/s"
+        )
+
+    if isinstance(ours, Failure) or isinstance(peer, Failure | str):
+        return [work, cell(ours), cell(peer), "-", ""]
+    return [
+        work,
+        cell(ours),
+        cell(peer),
+        ratio_cell(ours.steps_per_s / peer.steps_per_s, vec_env.SPEED_TARGET),
+        f"return {ours.mean_return:.0f} / {peer.mean_return:.0f}, "
+        f"lr {ours.learning_rate:.1e} / {peer.learning_rate:.1e}",
+    ]
 
 
 # ---------------------------------------------------------------------------------- rl-suite
@@ -472,6 +535,8 @@ def ppo_config(plan: Plan, preset: str, sampler: str) -> dict[str, Any]:
         f"sampler.batch_T={shape.T}",
         f"algo_kwargs.compile={plan.compile!r}",
         "runner.evaluate=False",
+        # SB3's CnnPolicy's network (the Nature CNN), so both sides do the same work
+        *(f"agent.model_kwargs.{key}={value!r}" for key, value in NATURE_CNN.items()),
     ]
     overrides += atari_overrides(plan)
     return rl_suite.apply_overrides(config, overrides)
@@ -654,7 +719,7 @@ def qpg_rows(task: str, args: argparse.Namespace) -> list[list[str]]:
     if peer == "SB3":
         sb3_args = (task, starts, plan.device)
         calls[peer] = (sb3_window, (sb3_qpg, sb3_args, starts + sizes.warmup, sizes.timed))
-    runs = run_sides(calls, args)
+    runs = run_sides(calls, args, task)
     rows: list[list[str]] = []
     for variant, target in QPG_VARIANTS.items():
         where = f", replay on {plan.replay_device}" if variant == "compiled+replay" else ""
@@ -686,11 +751,12 @@ def dqn_rows(args: argparse.Namespace) -> list[list[str]]:
         itr = shape.envs * shape.T  # (SB3 learns in whole collections of as many steps)
         warmup = -(-(sizes.learning_starts or 0) // itr) * itr + sizes.warmup * itr
         calls[peer] = (sb3_window, (sb3_dqn, (plan,), warmup, sizes.timed * itr))
-    runs = run_sides(calls, args)
+    runs = run_sides(calls, args, "dqn")
     rows: list[list[str]] = []
     for name in ("eager", "compiled"):
         work = f"DQN Pong, {shape.envs} envs, {shape.workers} workers, {name}"
-        emit(rows, [work, *compare(runs[name], runs.get(peer, peer), DQN_TARGET, updates=True)])
+        target = DQN_TARGET if name == "compiled" else None
+        emit(rows, [work, *compare(runs[name], runs.get(peer, peer), target, updates=True)])
     return rows
 
 
@@ -702,7 +768,7 @@ def ppo_rows(args: argparse.Namespace) -> list[list[str]]:
     if missing("ale_py"):
         return [["PPO Pong", "ale_py not installed", "", "-", ""]]
     shape = plan.ppo_shape
-    atari = f"atari, {shape.envs}x{shape.T}"
+    atari = f"atari, Nature CNN, {shape.envs}x{shape.T}"
     configs = {
         f"{atari}, gpu sampler, compiled": (ppo_config(plan, "atari", "gpu"), plan.ppo),
         f"{atari}, alternating, compiled": (ppo_config(plan, "atari", "alternating"), plan.ppo),
@@ -715,17 +781,17 @@ def ppo_rows(args: argparse.Namespace) -> list[list[str]]:
         warmup, timed = plan.ppo.warmup * rollout, plan.ppo.timed * rollout
         algo_kwargs = rl_suite.make_config("atari")["algo_kwargs"]
         calls[peer] = (sb3_window, (sb3_ppo, (plan, algo_kwargs), warmup, timed))
-    runs = run_sides(calls, args)
+    runs = run_sides(calls, args, "ppo")
     rows: list[list[str]] = []
     for name, (config, _) in configs.items():
         ours, peer_run = runs[name], runs.get(peer, peer)
         cells = compare(ours, peer_run, None)
         sampler = config["sampler"]
         cells[3] = f"{sampler['batch_B']} envs x {sampler['batch_T']}; {cells[3]}"
-        if name == "atari-fast" and isinstance(ours, Speed):  # (its target is a speed)
-            met = "met" if ours.steps_per_s >= PPO_FAST_TARGET else "NOT met"
-            ratio = cells[2].split(" ")[0]
-            cells[2] = f"{ratio} (target {PPO_FAST_TARGET:,} steps/s: {met})"
+        if name == "atari-fast":  # (its target is a speed; SB3 ran the atari preset's size)
+            cells[1] = "-"
+            met = isinstance(ours, Speed) and ours.steps_per_s >= PPO_FAST_TARGET
+            cells[2] = f"target {PPO_FAST_TARGET:,} steps/s: {'met' if met else 'NOT met'}"
         emit(rows, [f"PPO Pong, {name}", *cells])
     return rows
 
@@ -754,6 +820,7 @@ def cuda_test_rows(args: argparse.Namespace) -> list[list[str]]:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
+            timeout=time_left(args),
         )
         if not report.is_file():  # (pytest missing, or it could not start)
             raise RuntimeError(f"pytest ran no tests (exit code {run.returncode}): {run.stderr}")
@@ -796,6 +863,10 @@ def speedrun_rows(args: argparse.Namespace) -> list[list[str]]:
     if missing("ale_py"):
         return [["PPO Pong speedrun", "ale_py not installed", "", "-", ""]]
     cap_s = 60.0 if args.quick else args.speedrun_minutes * 60
+    if args.deadline is not None:
+        cap_s = min(cap_s, args.deadline - (time.perf_counter() - args.start) - SPEEDRUN_STOP_S)
+        if cap_s <= 0:
+            raise TimeoutError("no time left before --deadline")
     command = [sys.executable, "-m", "rl_suite", "train", "ppo", "--preset", "atari-fast"]
     with tempfile.TemporaryDirectory(prefix="gpu-speedrun-") as log_dir:
         progress = Path(log_dir) / "run_0" / "progress.csv"
@@ -803,7 +874,11 @@ def speedrun_rows(args: argparse.Namespace) -> list[list[str]]:
         command += ["--seed=0", f"--log-dir={log_dir}", *args.plan.speedrun_overrides]
         start, reached, last = time.perf_counter(), None, None
         with open(console, "w") as out:
-            run = subprocess.Popen(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+            # Its own process group: a stop reaches its sampler workers too, and a Ctrl-C
+            # here reaches it only through the finally below.
+            run = subprocess.Popen(
+                command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
             try:
                 while run.poll() is None and time.perf_counter() - start < cap_s:
                     time.sleep(1.0 if args.quick else 5.0)
@@ -812,11 +887,11 @@ def speedrun_rows(args: argparse.Namespace) -> list[list[str]]:
                         break
             finally:
                 if run.poll() is None:  # Ctrl-C: the run shuts its workers down
-                    run.send_signal(signal.SIGINT)
+                    os.killpg(run.pid, signal.SIGINT)
                     try:
-                        run.wait(timeout=60)
+                        run.wait(timeout=SPEEDRUN_STOP_S - 10)
                     except subprocess.TimeoutExpired:
-                        run.kill()
+                        os.killpg(run.pid, signal.SIGKILL)
                         run.wait()
         wall_min = (time.perf_counter() - start) / 60
         reached, last = first_score_row(progress)
@@ -847,13 +922,14 @@ def speedrun_rows(args: argparse.Namespace) -> list[list[str]]:
     return rows
 
 
+# The cuda tests first: the quickest sign that compiling and capturing work on the GPU.
 ROWS: dict[str, Callable[[argparse.Namespace], list[list[str]]]] = {
+    "cuda tests": cuda_test_rows,
     "vec_env": vec_env_rows,
     "sac": sac_rows,
     "td3": td3_rows,
     "dqn": dqn_rows,
     "ppo": ppo_rows,
-    "cuda tests": cuda_test_rows,
     "speedrun": speedrun_rows,
 }
 FULL_ONLY = {"speedrun"}  # run with --full or --quick, or when --only names it
@@ -879,12 +955,20 @@ def main() -> None:
         "--iterations", type=int, default=20, help="vec_env's timed iterations (20)"
     )
     parser.add_argument(
-        "--speedrun-minutes", type=float, default=9.0, help="the speedrun's time cap (9)"
+        "--speedrun-minutes", type=float, default=8.0, help="the speedrun's time cap (8)"
     )
     parser.add_argument("--only", choices=sorted(ROWS), nargs="+", help="these rows only")
+    parser.add_argument(
+        "--deadline",
+        type=float,
+        help="seconds: no row starts after it and runs are cut to end by it, so the table "
+        "prints within a lent machine's call (e.g. 560 for a 600 s call)",
+    )
     args = parser.parse_args()
     if args.iterations < 1 or args.speedrun_minutes <= 0:
         parser.error("--iterations must be at least 1 and --speedrun-minutes above 0")
+    if args.deadline is not None and args.deadline <= 0:
+        parser.error("--deadline must be above 0 seconds")
     import torch
 
     if args.quick:
@@ -896,12 +980,17 @@ def main() -> None:
     args.plan = QUICK_PLAN if args.quick else GPU_PLAN
     device = torch.cuda.get_device_name() if args.device == "cuda" else "the CPU"
     print(f"benchmarks/gpu.py on {device}; load average {os.getloadavg()[0]:.2f}", flush=True)
-    start, rows, args.failures = time.perf_counter(), [], []
+    args.start, rows, args.failures = time.perf_counter(), [], []
+    start = args.start
     for name, make_rows in ROWS.items():
         wanted = name not in FULL_ONLY or args.full or args.quick
         if args.only is not None:
             wanted = name in args.only
         if not wanted:
+            continue
+        if args.deadline is not None and time.perf_counter() - start >= args.deadline:
+            rows.append([name, "skipped: past --deadline", "", "", ""])
+            args.failures.append(f"{name}: skipped")
             continue
         print(f"{name} ...", flush=True)
         row_start = time.perf_counter()
