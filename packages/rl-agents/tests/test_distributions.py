@@ -245,3 +245,16 @@ def test_categorical_epsilon_greedy_uses_expected_value():
     assert torch.equal(dist.sample(p, z=other), (p * other).sum(-1).argmax(-1))
     with pytest.raises(ValueError, match="z"):
         CategoricalEpsilonGreedy(dim=3, epsilon=0.0).sample(p)
+
+
+def test_gaussian_keeps_its_fixed_std_on_the_device_it_is_moved_to():
+    """A fixed std follows ``to(device)``, also when set again afterwards (the agents' mode
+    switches), so sampling never copies it from the host (``meta`` stands in for a GPU)."""
+    dist = Gaussian(dim=2, std=0.3, noise_clip=0.5)
+    assert dist.std.device.type == "cpu"
+    assert dist.to("meta") is dist and dist.std.device.type == "meta"
+    dist.set_std(0.1)
+    assert dist.std.device.type == "meta"
+    mean = torch.zeros(4, 2, device="meta")
+    assert dist.sample(DistInfoStd(mean=mean, log_std=None)).device.type == "meta"
+    assert Gaussian(dim=2).to("meta").std is None  # (std read from dist_info)

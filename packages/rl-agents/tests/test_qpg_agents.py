@@ -470,3 +470,22 @@ def test_bad_arguments_are_named(cls, kwargs, name):
 def test_methods_before_initialize_say_so():
     with pytest.raises(RuntimeError, match="initialize"):
         ra.SacAgent().step(*inputs((B,)))
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+@pytest.mark.parametrize("cls", AGENTS)
+def test_to_device_moves_the_fixed_stds_with_the_networks(cls):
+    """TD3's target smoothing noise and DDPG's exploration noise are drawn on the GPU with
+    no copy from the host (which a captured update step cannot hold)."""
+    agent = make(cls)
+    agent.to_device(0)
+    agent.sample_mode(0)
+    for dist in (agent.distribution, getattr(agent, "target_distribution", None)):
+        if dist is not None and dist.std is not None:
+            assert dist.std.device == agent.device
+    observation, prev_action, prev_reward = (x.cuda() for x in inputs((4,)))
+    assert agent.step(observation, prev_action, prev_reward).action.shape == (4, 2)
+    if cls is ra.Td3Agent:
+        q1, q2 = agent.target_q_at_mu(observation, prev_action, prev_reward)
+        assert q1.device == q2.device == agent.device

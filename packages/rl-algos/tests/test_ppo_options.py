@@ -289,6 +289,21 @@ def test_adaptive_learning_rate_by_hand():
     assert adapt(high, small) == f32(1e-2) and adapt(high, small) == f32(1e-2)  # ceiling
 
 
+@pytest.mark.parametrize("optim_kwargs", [{"foreach": True}, {"fused": False}])
+def test_adaptive_learning_rate_stays_a_float_for_an_optimizer_that_needs_one(optim_kwargs):
+    """Adam with foreach and not capturable refuses a tensor learning rate: the rule then
+    decides on the host, as before, with the same rates."""
+    torch.manual_seed(0)
+    agent = LinearAgent(OBS, ACTIONS)
+    algo = PPO(
+        desired_kl=1e-4, learning_rate=3e-3, linear_lr_schedule=False, optim_kwargs=optim_kwargs
+    )
+    algo.initialize(agent, n_itr=2, mid_batch_reset=True)
+    lrs = algo.optimize_agent(0, random_batch(agent, T=8, B=6)).learningRate
+    assert all(isinstance(lr, float) for lr in lrs) and len(set(lrs)) > 1
+    assert algo.optimizer.param_groups[0]["lr"] == lrs[-1]
+
+
 def test_adaptive_learning_rate_refusals():
     with pytest.raises(ValueError, match="desired_kl and linear_lr_schedule"):
         PPO(desired_kl=0.01)

@@ -194,6 +194,7 @@ class Gaussian(Distribution):
         self.clip: float | None = None
         self.squash: float | None = None
         self.noise_clip: float | None = None
+        self._device = torch.device("cpu")
         self.set_std(std)
         self.set_clip(clip)
         self.set_squash(squash)
@@ -215,7 +216,16 @@ class Gaussian(Distribution):
                 ) from None
             if bool((std < 0).any()) or bool(torch.isnan(std).any()):
                 raise ValueError(f"std must be non-negative, got {std.tolist()}")
+            std = std.to(self._device)
         self.std: torch.Tensor | None = std
+
+    def to(self, device: torch.device | str) -> Gaussian:
+        """Keep the fixed std on ``device``, where the means will be (no copy per sample,
+        which on a GPU waits for it, and which a captured CUDA graph cannot hold)."""
+        self._device = torch.device(device)
+        if self.std is not None:
+            self.std = self.std.to(self._device)
+        return self
 
     def set_clip(self, clip: float | None) -> None:
         """Clamp samples to ``[-clip, clip]``; None turns it off."""

@@ -186,8 +186,14 @@ class _QpgAgent(BaseAgent):
             return
         for network in self._networks().values():
             network.to(self.device)
+        for distribution in self._distributions():
+            distribution.to(self.device)
         low, high = self._bounds()
         self._action_low, self._action_high = low.to(self.device), high.to(self.device)
+
+    def _distributions(self) -> list[Gaussian]:
+        """The distributions whose fixed stds follow the networks' device."""
+        return [self.distribution]
 
     # ------------------------------------------------------------------ modes
 
@@ -413,6 +419,9 @@ class Td3Agent(DdpgAgent):
 
     def _target_pairs(self) -> list[tuple[torch.nn.Module, torch.nn.Module]]:
         return [*super()._target_pairs(), (self.target_q2_model, self.q2_model)]
+
+    def _distributions(self) -> list[Gaussian]:
+        return [*super()._distributions(), self.target_distribution]
 
     def q_parameters(self) -> Iterator[torch.nn.Parameter]:
         """Both critics' parameters."""

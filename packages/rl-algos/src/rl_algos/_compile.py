@@ -32,6 +32,8 @@ FnT = TypeVar("FnT", bound=Callable[..., Any])
 # Eager steps before a variant is captured: they build the optimizer's state, compile the
 # losses and warm the libraries' caches, none of which may happen inside a capture.
 _WARMUP_STEPS = 3
+# torch.compile modes that capture CUDA graphs themselves.
+_GRAPHED_MODES = ("reduce-overhead", "max-autotune")
 
 
 def check_compile(value: Any) -> dict[str, Any] | None:
@@ -43,6 +45,11 @@ def check_compile(value: Any) -> dict[str, Any] | None:
     if isinstance(value, dict) and all(isinstance(key, str) for key in value):
         if "fullgraph" in value:
             raise ValueError("compile: fullgraph is always True (a graph break is an error)")
+        if value.get("mode") in _GRAPHED_MODES:
+            raise ValueError(
+                f"compile: mode={value['mode']!r} makes CUDA graphs of its own, inside the "
+                "update step's, which is already captured whole: leave mode out"
+            )
         return dict(value)
     raise ValueError(
         f"compile must be True, False or a dict of torch.compile's keyword arguments, got {value!r}"
@@ -71,22 +78,26 @@ def compiled(fn: FnT, options: dict[str, Any] | None, recurrent: bool = False) -
 
 
 def make_capturable(optimizers: Sequence[torch.optim.Optimizer], what: str) -> None:
-    """Ready the optimizers for a captured step: each fused or capturable (its step count on
-    the device), its learning rates tensors on the device that schedules change in place (a
-    captured step would read a float once, at capture)."""
+    """Ready the optimizers for a captured step: each capturable (torch refuses a step
+    under capture otherwise, fused or not), its step counts and learning rates tensors on
+    the parameters' device, the rates float32 and changed in place by the schedules (a
+    captured step would read a float once, at capture). Also after loading a state saved
+    elsewhere (a checkpoint loads on the CPU)."""
     for optimizer in optimizers:
-        if not optimizer.defaults.get("fused") and "capturable" not in optimizer.defaults:
+        if "capturable" not in optimizer.defaults:
             raise ValueError(
                 f"compile=True captures {what}'s optimizer step in a CUDA graph, which "
                 f"{type(optimizer).__name__} cannot take part in (it has no capturable mode): "
                 "use one that has (Adam, AdamW, RMSprop ...) or compile=False"
             )
         for group in optimizer.param_groups:
-            if not group.get("fused"):
-                group["capturable"] = True
-            if not isinstance(group["lr"], torch.Tensor):
-                device = group["params"][0].device
-                group["lr"] = torch.tensor(float(group["lr"]), device=device)
+            device = group["params"][0].device
+            group["capturable"] = True
+            group["lr"] = torch.as_tensor(group["lr"], dtype=torch.float32, device=device)
+            for param in group["params"]:
+                step = optimizer.state.get(param, {}).get("step")
+                if isinstance(step, torch.Tensor) and step.device != param.device:
+                    optimizer.state[param]["step"] = step.to(param.device)
 
 
 class UpdateSteps:
@@ -135,7 +146,9 @@ class _Graph:
     """One captured step: static copies of its inputs, the graph, its static outputs."""
 
     def __init__(self, run: Callable[..., tuple[torch.Tensor, ...]], inputs: tuple[Any, ...]):
-        self.static_inputs = _map(lambda x: x.clone(), inputs)
+        # The inputs' own strides (a clone of a strided view would be contiguous, which the
+        # compiled losses, traced on the warm-up inputs, would recompile for in the capture).
+        self.static_inputs = _map(_strided_copy, inputs)
         self.graph = torch.cuda.CUDAGraph()
         torch.cuda.synchronize()
         with torch.cuda.graph(self.graph):
@@ -147,6 +160,10 @@ class _Graph:
         _copy(self.static_inputs, inputs)
         self.graph.replay()
         return _map(torch.clone, self.static_outputs)
+
+
+def _strided_copy(x: torch.Tensor) -> torch.Tensor:
+    return torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device=x.device).copy_(x)
 
 
 def _on_side_stream(run: Callable[[], tuple[torch.Tensor, ...]]) -> tuple[torch.Tensor, ...]:
@@ -178,9 +195,10 @@ def _copy(static: Any, x: Any) -> None:
 
 
 def _layout(x: Any) -> Hashable:
-    """The structure, shapes and dtypes of a nest of inputs: what a captured graph fixes."""
+    """The structure, shapes, strides and dtypes of a nest of inputs: what a captured graph
+    fixes."""
     if isinstance(x, torch.Tensor):
-        return (tuple(x.shape), x.dtype)
+        return (tuple(x.shape), x.stride(), x.dtype)
     if isinstance(x, tuple):
         return (type(x).__name__, tuple(_layout(item) for item in x))
     return x if isinstance(x, Hashable) else type(x).__name__

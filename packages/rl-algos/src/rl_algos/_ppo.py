@@ -116,6 +116,7 @@ class PPO(PolicyGradientAlgo):
         self.value_clip = value_clip
         self.recurrent_minibatch = recurrent_minibatch
         self.lr_scheduler: torch.optim.lr_scheduler.LambdaLR | None = None
+        self._lr: torch.Tensor | None = None  # desired_kl's rate on the device, if any
 
     def initialize(
         self,
@@ -166,14 +167,19 @@ class PPO(PolicyGradientAlgo):
         super()._restart_steps()
 
     def _share_learning_rate(self) -> None:
-        """With ``desired_kl``: every group's learning rate one tensor on the agent's
-        device, which the adaptive rule sets in place, so that no minibatch waits for its
-        KL to reach the host (fused Adam, the default, takes a device rate as it is)."""
-        if self.desired_kl is None:
-            return
+        """With ``desired_kl`` and an optimizer that takes a learning rate on the device
+        (fused or capturable: fused Adam, the default): every group's rate one tensor
+        there, which the adaptive rule sets in place, so that no minibatch waits for its
+        KL to reach the host. Otherwise (``_lr`` None) the rate stays a float."""
+        self._lr = None
         groups = self._optimizer.param_groups
-        lr = torch.as_tensor(groups[0]["lr"], dtype=torch.float32)
-        self._lr = lr.to(self._agent.device, copy=True)
+        if self.desired_kl is None or not all(
+            group.get("fused") or group.get("capturable") for group in groups
+        ):
+            return
+        self._lr = torch.as_tensor(groups[0]["lr"], dtype=torch.float32).to(
+            self._agent.device, copy=True
+        )
         for group in groups:
             group["lr"] = self._lr
 
@@ -274,7 +280,9 @@ class PPO(PolicyGradientAlgo):
                     None, minibatch, rnn_state, mb_old_value
                 )
                 self.update_counter += 1
-                learning_rates.append(lr.clone() if self.desired_kl is not None else lr)
+                if self.desired_kl is not None:  # (a tensor changed in place, or a new float)
+                    lr = self._optimizer.param_groups[0]["lr"]
+                learning_rates.append(lr.clone() if isinstance(lr, torch.Tensor) else lr)
                 grad_norms.append(grad_norm)
                 losses.append(loss)
                 steps.append((dist_info, ratio, minibatch.old_dist_info, minibatch.valid))
@@ -391,6 +399,15 @@ class PPO(PolicyGradientAlgo):
                 distributed.all_reduce(kl)
                 kl = kl / world_size
         lr = self._lr
+        if lr is None:  # (an optimizer that takes only a float: decided on the host)
+            kl_value, rate = float(kl), float(self._optimizer.param_groups[0]["lr"])
+            if kl_value > 2.0 * desired_kl:
+                rate = max(_MIN_LR, rate / _LR_FACTOR)
+            elif 0.0 < kl_value < desired_kl / 2.0:
+                rate = min(_MAX_LR, rate * _LR_FACTOR)
+            for group in self._optimizer.param_groups:
+                group["lr"] = rate
+            return
         slower = (lr / _LR_FACTOR).clamp(min=_MIN_LR)
         faster = (lr * _LR_FACTOR).clamp(max=_MAX_LR)
         barely_moved = (kl > 0) & (kl < desired_kl / 2.0)
@@ -429,8 +446,10 @@ class PPO(PolicyGradientAlgo):
                 outside,
             ]
         )
-        sizes = torch.tensor([step[3].numel() for step in steps])
-        step_of = torch.repeat_interleave(torch.arange(len(steps)), sizes).to(valid.device)
+        # Built on the data's device: a copy from the host would wait for the device.
+        step_of = torch.cat(
+            [torch.full((step[3].numel(),), i, device=valid.device) for i, step in enumerate(steps)]
+        )
         sums = values.new_zeros(4, len(steps)).index_add_(1, step_of, values * valid)
         counts = valid.new_zeros(len(steps)).index_add_(0, step_of, valid)
         return sums / counts
