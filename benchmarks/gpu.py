@@ -87,6 +87,7 @@ import contextlib
 import csv
 import dataclasses
 import importlib.util
+import io
 import math
 import multiprocessing
 import os
@@ -848,8 +849,9 @@ def first_score_row(progress: Path) -> tuple[dict[str, str] | None, dict[str, st
     row), each None when there is none."""
     if not progress.is_file():
         return None, None
-    with open(progress, newline="") as f:
-        rows = list(csv.DictReader(f))
+    text = progress.read_text(encoding="utf-8")
+    # (a last line still being written is left out)
+    rows = list(csv.DictReader(io.StringIO(text[: text.rfind("\n") + 1], newline="")))
     for row in rows:
         score = float(row.get("GameScoreAverage") or "nan")
         if score >= SPEEDRUN_SCORE:
