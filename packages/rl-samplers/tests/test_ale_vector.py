@@ -158,6 +158,61 @@ def test_without_episodic_lives_only_the_game_over_is_done():
     assert done.any() and np.array_equal(done, traj_done)
 
 
+def record_ale_infos(env, monkeypatch):
+    """Every ``info`` ALE's vector env returns from ``reset`` and ``step``, in a list."""
+    infos = []
+    vector_env = env.vector_env
+    for name in ("reset", "step"):
+        method = getattr(vector_env, name)
+
+        def recorded(*args, _method=method, **kwargs):
+            result = _method(*args, **kwargs)
+            infos.append({k: np.array(v) for k, v in result[-1].items()})
+            return result
+
+        monkeypatch.setattr(vector_env, name, recorded)
+    return infos
+
+
+@pytest.mark.parametrize("episodic_lives", [True, False])
+def test_every_game_end_ends_the_trajectory(monkeypatch, episodic_lives):
+    """Amidar, random actions: a new game reports 0 lives at its first frame, fewer than the
+    old game's last, so a game end must not be read as a life loss from the lives alone.
+    Game ends are found here by ALE's episode frame number starting again."""
+    env = AleVectorEnv("amidar", 3, max_start_noops=0, horizon=None, episodic_lives=episodic_lives)
+    infos = record_ale_infos(env, monkeypatch)
+    env.seed(0)
+    env.reset()
+    steps = random_steps(env, 650)
+    env.close()
+    frame = np.stack([i["episode_frame_number"] for i in infos])
+    lives = np.stack([i["lives"] for i in infos])
+    new_game = frame[1:] < frame[:-1]
+    life_lost = (lives[1:] < lives[:-1]) & ~new_game
+    terminated = np.stack([s[1] for s in steps])
+    truncated = np.stack([s[2] for s in steps])
+    traj_done = np.stack([s[3][TRAJ_DONE].numpy() for s in steps])
+    assert new_game.sum() >= 3 and life_lost.sum() >= 3 and not truncated.any()
+    np.testing.assert_array_equal(traj_done, new_game)
+    np.testing.assert_array_equal(terminated, new_game | (life_lost & episodic_lives))
+
+
+@pytest.mark.parametrize("fire_on_reset", [False, True])
+@pytest.mark.parametrize("max_start_noops", [0, 2])
+def test_start_noops_are_atari_envs(monkeypatch, max_start_noops, fire_on_reset):
+    """0 to ``max_start_noops`` idle frames at a game's start (and FIRE's frame), as
+    ``AtariEnv``'s; ALE draws from one fewer and counts FIRE as one of them."""
+    env = AleVectorEnv("breakout", 4, max_start_noops=max_start_noops, fire_on_reset=fire_on_reset)
+    infos = record_ale_infos(env, monkeypatch)
+    env.seed(0)
+    for _ in range(25):  # (100 games started)
+        env.reset()
+    env.close()
+    frames = {int(f) for info in infos for f in info["episode_frame_number"]}
+    first = int(fire_on_reset)
+    assert frames == set(range(first, first + max_start_noops + 1))
+
+
 def test_bad_arguments_are_refused():
     with pytest.raises(ValueError, match="close matches"):
         AleVectorEnv("pongg", 1)

@@ -124,6 +124,26 @@ def test_bad_batched_requests_fail_before_anything_starts(tmp_path, capsys, args
     assert not (tmp_path / "run_0").exists()
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["ppo", "--env", "ale:pong", "--preset", "atari"], "or use the 'atari-batched' preset"),
+        (
+            ["a2c", "--env", "ale:pong"],
+            "the presets for batched envs are ppo's, none is made for a2c",
+        ),
+        (["a2c", "--env", "torch:cartpole", "--preset", "cartpole-a2c"], "none is made for a2c"),
+    ],
+)
+def test_a_batched_env_on_another_sampler_is_pointed_to_a_preset_that_fits(capsys, args, message):
+    """``ale:`` games get the ``atari-batched`` preset (``batched`` would make 4096 games),
+    and no algorithm is sent to a preset made for another."""
+    assert main(["train", *args, "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert "set sampler.kind=batched" in err and message in err
+    assert "--preset batched" not in err
+
+
 def test_only_on_policy_algorithms_train_batched_envs(capsys):
     assert main(["train", "dqn", "--env", "torch:cartpole", "--dry-run"]) == 2
     assert "batched environments train ppo or a2c, not dqn" in capsys.readouterr().err
@@ -139,15 +159,19 @@ def test_batched_envs_train_on_the_gpu(tmp_path, env, num_envs):
     assert int(_rows(tmp_path / "run_0")[-1]["CumSteps"]) == steps
 
 
-def test_atari_on_ales_vector_env_trains_ppo_with_the_atari_model(tmp_path):
+@pytest.mark.parametrize(
+    "threads", ["env_kwargs.vector_kwargs={'num_threads': 1}", "env_kwargs.num_threads=1"]
+)
+def test_atari_on_ales_vector_env_trains_ppo_with_the_atari_model(tmp_path, threads):
     """ale:pong: Pong on ale-py's vector env, AtariEnv's frames (PPO's Atari model trains on
-    it), the raw game score logged beside the clipped return; eval plays one atari:pong."""
+    it), the raw game score logged beside the clipped return; eval plays one atari:pong,
+    without the settings AtariEnv does not take (ALE's threads, either way they were set)."""
     pytest.importorskip("ale_py.vector_env")
     config = rl_suite.make_config("atari", env="ale:pong", steps=32, seed=0)
     short = ["sampler.kind=batched", "sampler.batch_T=8", "sampler.batch_B=2"]
     short += ["sampler.max_decorrelation_steps=0", "runner.evaluate=False"]
     short += ["runner.log_interval_steps=16", "algo_kwargs.epochs=1", "algo_kwargs.minibatches=1"]
-    short += ["env_kwargs.horizon=6", "env_kwargs.vector_kwargs={'num_threads': 1}"]
+    short += ["env_kwargs.horizon=6", threads]
     config = rl_suite.apply_overrides(config, short)
     runner = rl_suite.build(config)
     assert type(runner.agent).__name__ == "AtariFfAgent"

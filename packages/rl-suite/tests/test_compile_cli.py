@@ -25,15 +25,6 @@ def test_compile_flag_sets_the_algorithm_option(capsys):
     assert '"compile": true' in capsys.readouterr().out
 
 
-def test_atari_on_a_gpu_defaults_to_the_alternating_sampler():
-    assert config_of("ppo", "--env", "atari:pong", "--device", "cuda")["sampler"]["kind"] == (
-        "alternating"
-    )
-    assert config_of("ppo", "--env", "atari:pong")["sampler"]["kind"] == "cpu"
-    chosen = config_of("ppo", "--env", "atari:pong", "--device", "cuda", "--sampler", "gpu")
-    assert chosen["sampler"]["kind"] == "gpu"
-
-
 def test_atari_fast_is_listed_with_its_expected_time(capsys):
     assert PRESETS["atari-fast"]["algo_kwargs"]["compile"] is True
     assert PRESETS["atari-fast"]["sampler"]["kind"] == "alternating"

@@ -44,6 +44,15 @@ def _import_vector_env() -> Any:
     return AtariVectorEnv
 
 
+def _ale_noop_max(max_start_noops: int, fire_on_reset: bool) -> int:
+    """ALE's ``noop_max`` for ``AtariEnv``'s ``max_start_noops``: ALE idles ``u`` frames,
+    ``u`` uniform in ``[0, noop_max - 1]`` (``AtariEnv``: ``[0, max_start_noops]``); with
+    FIRE it presses FIRE first and counts it as one of the ``u``, hence one more."""
+    if max_start_noops == 0:
+        return 0  # (FIRE alone, if asked for)
+    return max_start_noops + 1 + int(fire_on_reset)
+
+
 def _usable_cpus() -> int:
     if hasattr(os, "sched_getaffinity"):  # (Linux: the cores this process may run on)
         return len(os.sched_getaffinity(0))
@@ -59,10 +68,11 @@ class AleVectorEnv(BatchEnv):
     ``num_threads``: ALE's stepping threads (default: one per core this process may use, at
     most ``num_envs``); ``device``: where observations (still uint8), rewards and dones are
     put.  ``step``'s extras: ``GameScore``, the raw reward (summed into the trajectory
-    infos), and ``traj_done``, the game's end: a trajectory spans all lives, as with
-    ``AtariEnv`` and ``AtariTrajInfo``.  Where ALE's preprocessing differs from
-    ``AtariEnv``'s (the frame resize, FIRE only after a full reset): README ("Atari on
-    ale-py's vector env").
+    infos), and ``traj_done``, the game's end (game over or time-out): a trajectory spans
+    all lives, as with ``AtariEnv`` and ``AtariTrajInfo``.  ``max_start_noops``: 0 to that
+    many idle frames at a game's start, as ``AtariEnv``.  Where ALE's preprocessing differs
+    from ``AtariEnv``'s (the frame resize, FIRE before the no-ops and only after a full
+    reset, the frame stack kept at a life loss): README ("Atari on ale-py's vector env").
     """
 
     traj_info_fields = ("GameScore",)
@@ -110,6 +120,7 @@ class AleVectorEnv(BatchEnv):
             ) from None
         self.device = normalize_device(device)
         self._clip_reward = bool(clip_reward)
+        self._episodic_lives = bool(episodic_lives)
         self._env = AtariVectorEnv(
             self.game,
             self.num_envs,
@@ -121,9 +132,9 @@ class AleVectorEnv(BatchEnv):
             stack_num=num_img_obs,
             frameskip=frame_skip,
             maxpool=True,
-            noop_max=noops,
+            noop_max=_ale_noop_max(noops, bool(fire_on_reset)),
             episodic_life=False,  # (that one restarts the game at each life loss)
-            life_loss_info=bool(episodic_lives),  # a life loss terminates, the game goes on
+            life_loss_info=False,  # (terminated: the game is over; life losses are found here)
             reward_clipping=False,  # (clipped here: the raw reward is the game score)
             use_fire_reset=bool(fire_on_reset),
             repeat_action_probability=rap,
@@ -172,11 +183,15 @@ class AleVectorEnv(BatchEnv):
             raise ValueError(f"action must have shape ({self.num_envs},), got {actions.shape}")
         if actions.min() < 0 or actions.max() >= n:  # (out of range, ALE hangs)
             raise ValueError(f"action must be in range({n}), got {actions.min()}..{actions.max()}")
-        observation, score, terminated, truncated, info = self._env.step(actions)
-        lives = info["lives"]  # (a new game's, where one started in this step)
-        life_lost = lives < self._lives
+        observation, score, game_over, truncated, info = self._env.step(actions)
+        # A game that ended (over or timed out) was reset in this step: its ``lives`` are
+        # the new game's, which can be fewer than the old game's last (Amidar starts at 0),
+        # so they say nothing about a life loss there.
+        traj_done = game_over | truncated
+        lives = info["lives"]
+        life_lost = (lives < self._lives) & ~traj_done
         self._lives = lives
-        traj_done = truncated | (terminated & ~life_lost)
+        terminated = game_over | life_lost if self._episodic_lives else game_over
         game_score = score.astype(np.float32)
         reward = np.sign(game_score) if self._clip_reward else game_score
         extras = {TRAJ_DONE: self._to_device(traj_done), "GameScore": self._to_device(game_score)}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -73,7 +74,8 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument(
         "--sampler",
         choices=["serial", "cpu", "gpu", "alternating", "batched"],
-        help="how envs are stepped (default: the preset's; alternating for Atari on a GPU)",
+        help="how envs are stepped (default: the preset's; alternating for Atari on a GPU "
+        "when the workers are even and the agent is not recurrent)",
     )
     train.add_argument(
         "--workers", type=_positive_int, help="worker processes (cpu / gpu / alternating)"
@@ -178,6 +180,25 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _alternating_fits(config: dict) -> bool:
+    """Whether ``config``'s cpu sampler can be ``AlternatingSampler``: it needs an even number
+    of workers (two groups) and refuses a recurrent agent with one state (R2D1's,
+    ``agent.recurrent``'s), as the trainer makes them."""
+    from rl_arrays import as_count
+
+    if config["algo"] == "r2d1" or config["agent"]["recurrent"]:
+        return False
+    workers, batch_B = config["sampler"]["workers"], config["sampler"]["batch_B"]
+    try:
+        if workers is None:  # (CpuSampler's default: one per core, at most one per env)
+            n_workers = min(os.cpu_count() or 1, as_count("sampler.batch_B", batch_B, 1))
+        else:
+            n_workers = as_count("sampler.workers", workers, 1)
+    except ValueError:
+        return False  # (build names the bad setting)
+    return n_workers >= 2 and n_workers % 2 == 0
+
+
 def _train_config(args: argparse.Namespace) -> dict:
     from ._config import PRESETS, apply_overrides, default_preset, is_atari, make_config
 
@@ -204,16 +225,21 @@ def _train_config(args: argparse.Namespace) -> dict:
         config["runner"]["asynchronous"] = True
     if args.compile:
         config["algo_kwargs"]["compile"] = True
-    # Atari on a GPU: the action server acts for half the envs while the other half step.
-    on_gpu = str(config["device"]).startswith("cuda")
+    config = apply_overrides(config, args.overrides)
+    # Atari on a GPU: the action server acts for half the envs while the other half step,
+    # unless the sampler was chosen (--sampler, --set sampler.kind=...) or cannot be.
+    chosen = args.sampler is not None or any(
+        assignment.partition("=")[0].strip() in ("sampler", "sampler.kind")
+        for assignment in args.overrides
+    )
     if (
-        args.sampler is None
-        and on_gpu
+        not chosen
+        and str(config["device"]).startswith("cuda")
         and is_atari(config["env"])
         and config["sampler"]["kind"] == "cpu"
+        and _alternating_fits(config)
     ):
         config["sampler"]["kind"] = "alternating"
-    config = apply_overrides(config, args.overrides)
     # The runner trains whole log intervals (as rlpyt): a run shorter than the preset's
     # interval logs at its end rather than running on to the interval's.
     runner = config["runner"]

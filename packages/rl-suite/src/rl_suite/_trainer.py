@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import json
 import math
 import os
@@ -64,6 +65,7 @@ from rl_samplers import (
     AsyncCpuSampler,
     AsyncGpuSampler,
     AsyncSerialSampler,
+    AtariEnv,
     AtariTrajInfo,
     BatchedSampler,
     CpuResetCollector,
@@ -76,7 +78,7 @@ from rl_samplers import (
     TrajInfo,
 )
 
-from ._config import ALGOS, DEFAULTS
+from ._config import ALGOS, DEFAULTS, default_preset
 from ._envs import (
     atari_game,
     batch_env_spaces,
@@ -417,10 +419,13 @@ def _build_batched(config: dict[str, Any], affinity: dict[str, Any]) -> OnPolicy
             f"environments; for {env!r} write {instead} (or choose another sampler.kind)"
         )
     if sampler_config["kind"] != "batched":
-        raise ValueError(
-            f"{env} steps in the batched sampler: set sampler.kind=batched, or use the "
-            "'batched' preset (--preset batched)"
+        preset = default_preset(config["algo"], env)  # (batched; atari-batched for ale:)
+        hint = (
+            f", or use the {preset!r} preset (--preset {preset})"
+            if preset is not None
+            else f" (the presets for batched envs are ppo's, none is made for {config['algo']})"
         )
+        raise ValueError(f"{env} steps in the batched sampler: set sampler.kind=batched{hint}")
     fixes = {  # what BatchedSampler and OnPolicyRunner do not do, and the setting that asks
         "sampler.workers=None": sampler_config["workers"] is not None,
         "runner.evaluate=False": runner_config["evaluate"],
@@ -733,8 +738,9 @@ def evaluate(
                 f"{run_dir} trained on {config['env']} with env_kwargs {config['env_kwargs']}: "
                 "evaluation plays the gymnasium env it follows, which has no such settings"
             )
-        env_kwargs = {k: v for k, v in config["env_kwargs"].items() if "vector" not in k}
-        config = {**config, "env": single_env_id(config["env"]), "env_kwargs": env_kwargs}
+        env_id = single_env_id(config["env"])
+        env_kwargs = _single_env_kwargs(env_id, config["env_kwargs"])
+        config = {**config, "env": env_id, "env_kwargs": env_kwargs}
     checkpoint_path, saved = read_run_checkpoint(run_dir if checkpoint is None else checkpoint)
     with _settings_of(run_dir / "params.json"):
         agent = make_agent(config, probe_spaces(config), deterministic)
@@ -765,6 +771,16 @@ def evaluate(
     finally:
         sampler.shutdown()
     return infos
+
+
+def _single_env_kwargs(env_id: str, env_kwargs: dict[str, Any]) -> dict[str, Any]:
+    """A batched run's ``env_kwargs`` that its single env ``env_id`` takes: for Atari,
+    ``AtariEnv``'s arguments (not ale-py's vector settings such as ``num_threads``); else
+    those not of the vector env (``vector_kwargs``, ``vectorization_mode``)."""
+    if is_atari(env_id):
+        taken = inspect.signature(AtariEnv).parameters.keys() - {"game"}
+        return {k: v for k, v in env_kwargs.items() if k in taken}
+    return {k: v for k, v in env_kwargs.items() if "vector" not in k}
 
 
 def mean_return(infos: list[Any]) -> float:
