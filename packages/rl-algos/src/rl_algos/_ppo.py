@@ -386,8 +386,8 @@ class PPO(PolicyGradientAlgo):
         """rsl_rl's adaptive schedule on the minibatch's mean KL(old || new) (over the
         steps where ``weights`` is 1; None: every step, as rsl_rl averages): slow down when
         the policy moved too far from the sampling one, speed up when it barely moved (not
-        at exactly 0: it has not moved yet); every process decides on the same KL. All on
-        the device: nothing is read on the host."""
+        at exactly 0: it has not moved yet); every process decides on the same KL. On the
+        device when the rate lives there (``_lr``); else the KL is read on the host."""
         desired_kl = self.desired_kl
         assert desired_kl is not None  # (optimize_agent calls this only with desired_kl)
         kl = self._agent.distribution.mean_kl(old_dist_info, dist_info, weights)
