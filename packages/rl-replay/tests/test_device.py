@@ -9,10 +9,13 @@ from replay_world import World
 
 from rl_arrays import torchify_buffer
 from rl_replay import (
+    DeviceSumTree,
     PrioritiesSamplesToBuffer,
     ReplayBuffer,
+    SamplesFromReplayTL,
     SamplesFromReplayTLPri,
     SequenceReplayBuffer,
+    SumTree,
 )
 
 torch = pytest.importorskip("torch")  # (the numpy-only install skips these)
@@ -253,3 +256,135 @@ def test_on_the_gpu_the_buffer_replays_what_the_host_buffer_does(name):
             on_gpu.update_batch_priorities(torch.from_numpy(new).cuda())
     for key, value in host.state_dict().items():
         assert np.array_equal(on_gpu.state_dict()[key], value), key
+
+
+# ------------------------------------------------------------------- the sum tree on the device
+
+
+def tree_pair(**kwargs):
+    """A host tree and a device one (on the CPU), made alike."""
+    args = (10, 3, 2, 1)
+    return SumTree(*args, rng=0, **kwargs), DeviceSumTree(*args, rng=0, device="cpu", **kwargs)
+
+
+def test_the_device_tree_holds_and_walks_as_the_host_tree():
+    """The same advances (wrapping the ring, with input priorities) and the same updates
+    (repeated leaves: the last priority kept) give the same nodes; the same uniform values
+    reach the same leaves, at the exact boundaries between leaves too."""
+    host, device = tree_pair(enable_input_priorities=True, input_priority_shift=1)
+    rng = np.random.default_rng(0)
+    for step, T in enumerate([5, 3, 1, 7, 4, 6, 2]):
+        priorities = rng.random((T, 3)) + 0.1 if step % 2 else None
+        host.advance(T, priorities)
+        device.advance(T, priorities)
+        host.sample(12)
+        device.sample(12)
+        device._sampled_leaves = torch.from_numpy(host._sampled_leaves)  # (the same leaves)
+        new = rng.random(12)
+        host.update_batch_priorities(new)
+        device.update_batch_priorities(torch.from_numpy(new))
+        assert np.array_equal(device.tree.numpy(), host.tree), step
+        bounds = np.cumsum(host.leaf_priorities().ravel())
+        values = np.concatenate([rng.random(50) * host.total, bounds[:-1], [host.total * 0.9999]])
+        expected = host._descend(values.copy())
+        assert np.array_equal(device._descend(torch.from_numpy(values)).numpy(), expected)
+        assert host.leaf_priorities().ravel()[expected].min() > 0
+    assert np.array_equal(device.state_dict()["tree"], host.state_dict()["tree"])
+
+
+def test_the_device_tree_draws_in_proportion_to_priority_and_as_its_rng_says():
+    _, tree = tree_pair()
+    tree.advance(7)
+    priorities = np.random.default_rng(1).random(7 * 3) + 0.05
+    tree.sample(21)
+    tree._sampled_leaves = torch.arange(3, 24)  # rows 1..7 are the valid ones
+    tree.update_batch_priorities(torch.from_numpy(priorities))
+    T_idxs, B_idxs, drawn = tree.sample(200_000)
+    counts = np.bincount((T_idxs * 3 + B_idxs).numpy() - 3, minlength=21)
+    expected = 200_000 * priorities / priorities.sum()
+    assert ((counts - expected) ** 2 / expected).sum() < 60  # chi-square, 20 dof: p < 1e-5
+    assert np.array_equal(drawn.numpy(), priorities[(T_idxs * 3 + B_idxs).numpy() - 3])
+    state = tree.rng.bit_generator.state
+    first = tree.sample(64)[0]
+    tree.rng.bit_generator.state = state
+    assert torch.equal(tree.sample(64)[0], first)
+
+
+def tree_on_device_buffer(world, device="cpu", size=60, **options):
+    return ReplayBuffer(
+        world.example(), size, world.B, 0.9, 3, prioritized=True, tree_on_device=True, seed=3,
+        device=device, **options,
+    )  # fmt: skip
+
+
+def test_a_buffer_with_its_tree_on_the_device_replays_its_storage():
+    """Batches drawn on the device are the storage at the drawn slots, weighted by the
+    tree's priorities; the tree keeps what a host tree keeps for the same appends; saved
+    and loaded, the buffer goes on drawing the same batches."""
+    world = World(3, timeout_prob=0.5)
+    buffer = tree_on_device_buffer(world, time_limit=True)
+    host_tree = pair(world, 3, {"prioritized": True, "time_limit": True})[1]
+    rng = np.random.default_rng(0)
+    for T in [12, 20, 17, 5, 19]:
+        chunk = world.chunk(T)
+        buffer.append_samples(chunk)
+        host_tree.append_samples(chunk)
+        batch = buffer.sample_batch(16)
+        assert isinstance(batch, SamplesFromReplayTLPri)
+        T_idxs, B_idxs = (x.numpy() for x in buffer.priorities._sampled)
+        expected = host_tree.extract_batch(T_idxs, B_idxs)
+        assert_same_batch(expected, SamplesFromReplayTL(*tuple(batch)[:-1]))
+        weights = buffer.priorities.tree.leaf_priorities()[T_idxs, B_idxs] ** -0.4
+        assert torch.allclose(batch.is_weights, (weights / weights.max()).float())
+        buffer.update_batch_priorities(torch.from_numpy(rng.random(16) + 0.01))
+    state = buffer.state_dict()
+    assert state.keys() == host_tree.state_dict().keys()
+    restored = tree_on_device_buffer(world, time_limit=True)
+    restored.load_state_dict(state)
+    assert_same_batch(buffer.sample_batch(16), restored.sample_batch(16))
+
+    # Appends alone (no new priorities): the tree a host tree keeps.
+    twin = tree_on_device_buffer(world, time_limit=True)
+    host_twin = pair(world, 3, {"prioritized": True, "time_limit": True})[1]
+    for T in [9, 20, 17]:
+        chunk = world.chunk(T)
+        twin.append_samples(chunk)
+        host_twin.append_samples(chunk)
+    for key, value in host_twin.state_dict().items():
+        assert np.array_equal(twin.state_dict()[key], value), key
+
+
+def test_prioritized_replay_on_the_device_never_reads_it():
+    """On the meta device (a host read fails) a batch and its priority update take the same
+    operations at any batch size: a few per level of the tree."""
+    world = World(4)
+    buffer = tree_on_device_buffer(world, device="meta", size=400)
+    for T in [30, 50]:
+        buffer.append_samples(world.chunk(T))
+    counts = []
+    for batch_B in [8, 256]:
+        with _Kernels() as kernels:
+            batch = buffer.sample_batch(batch_B)
+            buffer.update_batch_priorities(batch.return_.abs())
+        assert batch.is_weights.shape == (batch_B,) and batch.is_weights.device.type == "meta"
+        counts.append(kernels.count)
+    depth = buffer.priorities.tree.depth
+    assert counts[0] == counts[1] <= 48 + 12 * depth  # (152 at depth 9)
+
+
+@pytest.mark.parametrize(
+    ("options", "match"),
+    [
+        ({"prioritized": True, "tree_on_device": True}, "needs device="),
+        ({"tree_on_device": True, "device": "cpu"}, "only apply with prioritized=True"),
+        (
+            {"prioritized": True, "tree_on_device": True, "unique": True, "device": "cpu"},
+            "unique",
+        ),
+    ],
+    ids=["no device", "not prioritized", "unique"],
+)
+def test_a_tree_on_the_device_needs_prioritized_storage_there(options, match):
+    world = World(2)
+    with pytest.raises(ValueError, match=match):
+        ReplayBuffer(world.example(), 60, 2, **options)

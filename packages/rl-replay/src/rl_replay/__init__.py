@@ -12,6 +12,7 @@ of numpy arrays; ``rl_arrays.torchify_buffer`` turns them into torch tensors wit
 from importlib.metadata import version as _version
 
 from ._base import BaseNStepReturnBuffer, BaseReplayBuffer
+from ._device_tree import DeviceSumTree
 from ._n_step import discount_return_n_step
 from ._presets import (
     AsyncPrioritizedReplayBuffer,
@@ -72,6 +73,7 @@ __all__ = [
     "AsyncUniformSequenceReplayFrameBuffer",
     "BaseNStepReturnBuffer",
     "BaseReplayBuffer",
+    "DeviceSumTree",
     "NStepReturnBuffer",
     "PrioritiesSamplesToBuffer",
     "PrioritizedReplayBuffer",

@@ -99,7 +99,8 @@ class BaseNStepReturnBuffer(BaseReplayBuffer):
     classes set): ``prioritized`` (with ``alpha`` 0.6, ``beta`` 0.4, ``default_priority`` 1,
     ``unique``, ``input_priorities``, ``input_priority_shift`` 0), ``frame_based``,
     ``time_limit``, ``shared_memory`` and ``device`` (None: numpy on the host; a torch
-    device: tensors there, batches gathered there); the package README says what each does.
+    device: tensors there, batches gathered there; ``tree_on_device`` puts the sum tree there
+    too); the package README says what each does.
     ``seed`` seeds the buffer's own random generator, saved with its state.
     """
 
@@ -126,6 +127,7 @@ class BaseNStepReturnBuffer(BaseReplayBuffer):
         unique: bool | None = None,
         input_priorities: bool | None = None,
         input_priority_shift: int | None = None,
+        tree_on_device: bool | None = None,
         seed: int | None = None,
         device: Any = None,
     ):
@@ -141,6 +143,7 @@ class BaseNStepReturnBuffer(BaseReplayBuffer):
             unique=unique,
             input_priorities=input_priorities,
             input_priority_shift=input_priority_shift,
+            tree_on_device=tree_on_device,
         )
         priority_settings = {name: value for name, value in given.items() if value is not None}
         if priority_settings and not self.prioritized:
@@ -156,6 +159,15 @@ class BaseNStepReturnBuffer(BaseReplayBuffer):
                 "shared-memory buffers stay numpy on the host (store whole observations, "
                 "or use device=None)"
             )
+        if priority_settings.pop("tree_on_device", False):
+            if self.device is None:
+                raise ValueError(
+                    "tree_on_device=True needs device= (the storage's device, which the sum "
+                    "tree joins)"
+                )
+            if priority_settings.get("unique"):
+                raise ValueError("tree_on_device=True cannot draw unique samples (unique=True)")
+            priority_settings["tree_device"] = self.device
         self._check_options()
         size, B, n_step_return = (  # 1e6 too, as rlpyt's scripts write replay_size
             as_count(name, value, 1, expected="a positive integer")
@@ -486,8 +498,11 @@ class BaseNStepReturnBuffer(BaseReplayBuffer):
     def update_batch_priorities(self, priorities: npt.ArrayLike) -> None:
         """New priorities for the last sampled batch, e.g. its absolute TD errors, as an
         array or a tensor on any device (prioritized buffers)."""
+        prioritizer = self._prioritizer()
+        if prioritizer.tree_device is None:
+            priorities = numpify_buffer(priorities)
         with self._writing():
-            self._prioritizer().update_batch_priorities(numpify_buffer(priorities))
+            prioritizer.update_batch_priorities(priorities)
 
     # ------------------------------------------------------------------------- extraction
 

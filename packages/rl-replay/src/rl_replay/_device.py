@@ -1,7 +1,7 @@
 """Replay storage as torch tensors on a device (the buffers' ``device`` option).
 
 Only what differs from numpy storage is here: allocating, writing new steps (one copy to the
-device), index arrays moved in one transfer, zeroing by a mask without reading it on the host,
+device), storage rows computed from the drawn indices (moved in one transfer from the host), zeroing by a mask without reading it on the host,
 and the host form of the state. torch is imported inside the functions: rl-replay needs it
 only for this option (``pip install rl-replay[torch]``).
 """
@@ -28,12 +28,14 @@ __all__ = [
     "is_tensor",
     "load_into",
     "numpy_dtype",
+    "storage_rows",
+    "torch_module",
     "write",
     "zero_where",
 ]
 
 
-def _torch() -> Any:
+def torch_module() -> Any:
     try:
         import torch
     except ImportError as e:
@@ -52,7 +54,7 @@ def is_tensor(x: object) -> bool:
 def as_device(device: Any) -> torch.device:
     """``device`` as tensors on it report it (``"cuda"`` is ``cuda:<current>``); a
     ValueError naming ``device`` when torch cannot use it."""
-    _torch()
+    torch_module()
     try:
         return normalize_device(device)
     except (RuntimeError, AssertionError, TypeError) as e:
@@ -62,13 +64,13 @@ def as_device(device: Any) -> torch.device:
 def free_bytes(device: torch.device) -> int | None:
     """Free memory on an accelerator (None where unknown: the CPU's is the host's)."""
     if device.type == "cuda":
-        return int(_torch().cuda.mem_get_info(device)[0])
+        return int(torch_module().cuda.mem_get_info(device)[0])
     return None
 
 
 def allocate(example: Any, T: int, B: int, device: torch.device) -> Any:
     """Zeroed ``[T, B]`` tensors shaped and typed like ``example``'s arrays, on ``device``."""
-    torch_ = _torch()
+    torch_ = torch_module()
 
     def zeros(empty: np.ndarray) -> torch.Tensor:
         dtype = torch_.from_numpy(empty).dtype
@@ -80,7 +82,7 @@ def allocate(example: Any, T: int, B: int, device: torch.device) -> Any:
 def write(dest: dict[str, Any], idxs: np.ndarray | slice, src: dict[str, Any]) -> None:
     """``dest[key][idxs] = src[key]`` for every stored array: numpy arrays or tensors from
     anywhere, copied to the storage's device and dtype once."""
-    torch = _torch()
+    torch = torch_module()
     index: Any = idxs
     for key, leaf in dest.items():
         if isinstance(index, np.ndarray):  # (wrapping writes: moved once, not per array)
@@ -95,7 +97,20 @@ def write(dest: dict[str, Any], idxs: np.ndarray | slice, src: dict[str, Any]) -
 
 def as_tensor(array: np.ndarray, device: torch.device) -> torch.Tensor:
     """A numpy array as a tensor on ``device`` (one copy)."""
-    return _torch().from_numpy(array).to(device)
+    return torch_module().from_numpy(array).to(device)
+
+
+def storage_rows(
+    T_idxs: Any, B_idxs: Any, offsets: list[int], T: int, B: int, device: torch.device
+) -> torch.Tensor:
+    """Flat storage rows ``((T_idxs + k) % T) * B + B_idxs`` for each ``k`` of ``offsets``
+    (the leading dim), on ``device``: computed there from indices drawn there (tensors), or
+    on the host from indices drawn there (arrays) and moved in one copy."""
+    if is_tensor(T_idxs):
+        times = torch_module().stack([T_idxs + k for k in offsets])
+        return times % T * B + B_idxs
+    times = np.asarray(T_idxs) + np.array(offsets)[:, None]
+    return as_tensor(times % T * B + np.asarray(B_idxs), device)
 
 
 def gather(array: Any, rows: torch.Tensor) -> Any:
@@ -122,7 +137,7 @@ def zero_where(x: Any, mask: torch.Tensor) -> Any:
 def numpy_dtype(array: Any) -> np.dtype:
     """The numpy dtype of an array or of a tensor (whose data is not read)."""
     if is_tensor(array):
-        return _torch().empty(0, dtype=array.dtype).numpy().dtype
+        return torch_module().empty(0, dtype=array.dtype).numpy().dtype
     return np.asarray(array).dtype
 
 
@@ -138,6 +153,6 @@ def host_array(array: Any) -> np.ndarray:
 def load_into(array: Any, value: np.ndarray) -> None:
     """Overwrite ``array`` (numpy, or a tensor on any device) with ``value``."""
     if is_tensor(array):
-        array.copy_(_torch().from_numpy(np.array(value)))
+        array.copy_(torch_module().from_numpy(np.array(value)))
     else:
         array[...] = value

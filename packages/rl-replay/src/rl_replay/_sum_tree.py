@@ -18,6 +18,8 @@ import numpy.typing as npt
 
 from rl_arrays import np_mp_array
 
+from . import _device
+
 __all__ = ["AsyncSumTree", "SumTree"]
 
 
@@ -111,7 +113,7 @@ class SumTree:
         self.size = self.T * self.B
         self.n_leaves = 1 << (self.size - 1).bit_length()
         self.depth = self.n_leaves.bit_length() - 1
-        self.tree = self._allocate(2 * self.n_leaves, np.float64)
+        self.tree = self._allocate_nodes()
         self._cursor = self._allocate(2, np.int64)  # [t, t_total]
         self.input_priorities = (
             self._allocate((self.T, self.B), np.float64) if self.enable_input_priorities else None
@@ -122,6 +124,10 @@ class SumTree:
 
     def _allocate(self, shape: int | tuple[int, ...], dtype: npt.DTypeLike) -> np.ndarray:
         return np_mp_array(shape, dtype) if self.shared_memory else np.zeros(shape, dtype)
+
+    def _allocate_nodes(self) -> Any:
+        """Every node of the tree, zeroed: index 1 is the root, leaves start at n_leaves."""
+        return self._allocate(2 * self.n_leaves, np.float64)
 
     def _make_views(self) -> None:
         # Plain ndarray views for the arithmetic (the stored arrays may be a subclass).
@@ -211,25 +217,27 @@ class SumTree:
             self._inputs[rows] = values
 
         t_total = int(self._cursor[1])
-        B, nodes, first_leaf = self.B, self._nodes, self.n_leaves
+        B, first_leaf = self.B, self.n_leaves
         changed = []
         on_start = max(t_total - self.off_backward, self.off_forward)
         for lo, hi in self._ring_ranges(on_start, t_total + n_new - self.off_backward):
-            if self._inputs is None:
-                nodes[first_leaf + lo * B : first_leaf + hi * B] = self.default_value
-            else:
-                nodes[first_leaf + lo * B : first_leaf + hi * B] = self._inputs[lo:hi].ravel()
+            new = self.default_value if self._inputs is None else self._inputs[lo:hi].ravel()
+            self._write_leaves(first_leaf + lo * B, first_leaf + hi * B, new)
             changed.append((lo, hi))
         new_total = t_total + n_new
         for lo, hi in self._ring_ranges(
             new_total - self.off_backward, new_total + self.off_forward
         ):
-            nodes[first_leaf + lo * B : first_leaf + hi * B] = 0.0
+            self._write_leaves(first_leaf + lo * B, first_leaf + hi * B, 0.0)
             changed.append((lo, hi))
         for lo, hi in changed:
             self._propagate_range(first_leaf + lo * B, first_leaf + hi * B)
         self._cursor[0] = new_total % self.T
         self._cursor[1] = new_total
+
+    def _write_leaves(self, lo: int, hi: int, values: float | np.ndarray) -> None:
+        """Nodes ``[lo, hi)`` of the leaf level set to ``values`` (a number or host array)."""
+        self._nodes[lo:hi] = values
 
     def _ring_ranges(self, start: int, stop: int) -> list[tuple[int, int]]:
         """Absolute rows ``[start, stop)`` (at most ``T`` of them) as row ranges of the ring."""
@@ -394,7 +402,7 @@ class SumTree:
             "default_value": self.default_value,
             "enable_input_priorities": self.enable_input_priorities,
             "input_priority_shift": self.input_priority_shift,
-            "tree": np.array(self._nodes),
+            "tree": _device.host_array(self._nodes),
             "cursor": np.array(self._cursor.view(np.ndarray)),
             "rng_state": self.rng.bit_generator.state,
         }
@@ -433,7 +441,7 @@ class SumTree:
                     f"state_dict[{key!r}] has shape {loaded[key].shape}, expected {shape}"
                 )
         self.rng.bit_generator.state = state["rng_state"]
-        self._nodes[...] = loaded["tree"]
+        _device.load_into(self._nodes, loaded["tree"])
         self._cursor[...] = loaded["cursor"]
         if self._inputs is not None:
             self._inputs[...] = loaded["input_priorities"]

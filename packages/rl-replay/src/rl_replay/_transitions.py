@@ -64,13 +64,12 @@ class ReplayBuffer(BaseNStepReturnBuffer):
         return SamplesFromReplay(**fields)
 
     def _extract_on_device(self, T_idxs: np.ndarray, B_idxs: np.ndarray, device: Any) -> Any:
-        """``extract_batch`` from tensors: the storage rows of every step read (computed on
-        the host, where the indices were drawn) moved in one transfer, then one gather per
-        field; a dozen operations whatever the batch size, none reading the device."""
+        """``extract_batch`` from tensors: the storage rows of every step read (computed
+        where the indices were drawn), then one gather per field; a dozen operations
+        whatever the batch size, none reading the device."""
         s, n = self.samples, self.n_step_return
-        offsets = np.array([-1, n - 1, 0, n])[:, None]  # previous steps, then t and t + n
-        rows = ((np.asarray(T_idxs) + offsets) % self.T) * self.B + np.asarray(B_idxs)
-        rows = _device.as_tensor(rows, device)
+        # The previous steps of t and t + n, then t and t + n.
+        rows = _device.storage_rows(T_idxs, B_idxs, [-1, n - 1, 0, n], self.T, self.B, device)
         observation = _device.gather(s.observation, rows[2:])  # at t and t + n
         action = _device.gather(s.action, rows[:3])  # at t - 1, t + n - 1 and t
         done = _device.gather(s.done, rows[:3])
@@ -128,7 +127,7 @@ class ReplayBuffer(BaseNStepReturnBuffer):
             T_idxs, B_idxs, is_weights = self._sample_by_priority(batch_B, self.n_step_return)
             batch = self.extract_batch(T_idxs, B_idxs)
         weights: Any = is_weights
-        if self.device is not None:
+        if self.device is not None and not _device.is_tensor(weights):
             weights = _device.as_tensor(is_weights, self.device)
         cls = SamplesFromReplayTLPri if self.time_limit else SamplesFromReplayPri
         return cls(*batch, is_weights=weights)
