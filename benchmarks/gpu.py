@@ -51,6 +51,11 @@ completes, as "work | rl-suite | peer | ratio (its target: met / NOT met) | also
   ``atari`` preset's other values (2 rollouts, then 6 timed); and the ``atari-fast`` preset
   as it is (64 envs x 64 steps, alternating, compiled; 5 iterations, 20,480 steps), held
   to its own target, at least 15,000 steps/s (no ratio: SB3 ran another size).
+- ``replay``: a prioritized batch of 64 at CartPole-v1's sizes and its new priorities
+  (``replay_device.py``'s case), the storage on the GPU, with the sum tree on the GPU
+  (``tree_on_device``, DQN's ``pri_tree_on_device``) against the tree on the host (the
+  default): us per batch, the best of alternating rounds; no target, it decides which
+  default to keep.
 - ``speedrun`` (with ``--full``, or named in ``--only``): ``rl-suite train ppo --preset
   atari-fast`` as a user runs it, stopped (Ctrl-C) once the training episodes' mean game
   score (``GameScoreAverage`` of ``progress.csv``: the last 100 episodes) reaches 20, or
@@ -88,6 +93,7 @@ import argparse
 import contextlib
 import csv
 import dataclasses
+import functools
 import importlib.util
 import io
 import math
@@ -797,6 +803,40 @@ def ppo_rows(args: argparse.Namespace) -> list[list[str]]:
     return rows
 
 
+def replay_tree_times(quick: bool) -> dict[str, float]:
+    """Seconds per prioritized batch and update with the storage on the GPU (the CPU with
+    ``quick``): the tree on the host, and on the device, timed in alternating rounds."""
+    import replay_device
+
+    sizes = replay_device.QUICK if quick else replay_device.SIZES
+    device = "cpu" if quick else "cuda"
+    cases = replay_device.replay_cases(device)
+    sides = {
+        "host tree": cases["prioritized, 1 batch of 64 (CartPole)"],
+        "device tree": cases["prioritized, the tree on the device too"],
+    }
+    buffers = {side: make(sizes["steps"], device) for side, (make, _) in sides.items()}
+    best = dict.fromkeys(sides, math.inf)
+    for _ in range(sizes["rounds"]):
+        for side, (_, case) in sides.items():
+            call = functools.partial(case, buffers[side])
+            best[side] = min(best[side], replay_device.best_time(call, sizes["min_time"]))
+    return best
+
+
+def replay_rows(args: argparse.Namespace) -> list[list[str]]:
+    times = run_sides({"replay": (replay_tree_times, (args.quick,))}, args, "replay")["replay"]
+    work = "prioritized replay on the GPU, batch of 64 + update"
+    rows: list[list[str]] = []
+    if isinstance(times, Failure):
+        emit(rows, [work, speed_text(times), "", "-", ""])
+        return rows
+    host, device = times["host tree"], times["device tree"]
+    cells = [f"{device * 1e6:.0f} us, tree on the GPU", f"{host * 1e6:.0f} us, tree on the host"]
+    emit(rows, [work, *cells, ratio_cell(host / device, None), "above 1: the GPU tree wins"])
+    return rows
+
+
 def cuda_test_files() -> list[str]:
     """The test files of every package and of the integration tests that mark a test
     ``cuda`` (collecting only them saves the time of importing the others)."""
@@ -931,6 +971,7 @@ ROWS: dict[str, Callable[[argparse.Namespace], list[list[str]]]] = {
     "td3": td3_rows,
     "dqn": dqn_rows,
     "ppo": ppo_rows,
+    "replay": replay_rows,
     "speedrun": speedrun_rows,
 }
 FULL_ONLY = {"speedrun"}  # run with --full or --quick, or when --only names it

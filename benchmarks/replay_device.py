@@ -14,6 +14,8 @@ each batch converted and copied to the device), for vector observations.
     - uniform, 50 batches drawn together (``sample_batches``, as ``ReplayAlgo`` draws them);
     - prioritized, one batch and its new priorities (computed on the device, as DQN's, by
       two operations counted with the buffer's);
+    - the same with the sum tree on the device too (``tree_on_device``): nothing copied
+      either way, a ``cumsum`` over every priority and about twenty operations instead;
     - the host sum tree alone (sample 64, update 64): the part of a prioritized batch that
       stays on the host either way.
     Beside the times, counted rather than timed: the torch operations that compute (not
@@ -23,14 +25,15 @@ each batch converted and copied to the device), for vector observations.
     side its row indices, and the importance weights when prioritized).
 (b) Training, ``optimize_agent`` as the runner calls it (append the sampler's steps, replay,
     update): SAC with the ``pendulum-sac`` preset and DQN with ``cartpole-dqn`` made
-    prioritized, each side in its own fresh process (spawn) with 1 torch thread, random-action
+    prioritized (and its tree on the device: ``pri_tree_on_device``), each side in its own fresh process (spawn) with 1 torch thread, random-action
     fill, then the best of several timed rounds; ms per update (``--quick``: in this process).
 
 The ratio is the host buffer's time over the device buffer's: above 1, replay on the device is
 faster. On a CPU the "device" is the host itself, so (a) and (b) only show what the device
 path costs in operations where no copy can be saved; the copies it saves happen on a GPU.
-The sum tree stays on the host (indices and importance weights copied to the device, new
-priorities copied back); a sum tree on a GPU cannot be measured on a CPU.
+By default the sum tree stays on the host (indices and importance weights copied to the
+device, new priorities copied back); which tree is faster on a GPU cannot be measured on a
+CPU (``gpu.py``'s ``replay`` row measures it there).
 """
 
 from __future__ import annotations
@@ -90,11 +93,15 @@ def pendulum_buffer(steps: int, device: str | None) -> ReplayBuffer:
     return buffer
 
 
-def cartpole_buffer(steps: int, device: str | None) -> ReplayBuffer:
-    """Prioritized DQN's buffer on CartPole-v1: 8 environments, 3-step returns."""
+def cartpole_buffer(steps: int, device: str | None, tree_on_device: bool = False) -> ReplayBuffer:
+    """Prioritized DQN's buffer on CartPole-v1: 8 environments, 3-step returns; its sum
+    tree on the device with ``tree_on_device``."""
     rng, B = np.random.default_rng(0), 8
     example = SamplesToBuffer(np.zeros(4, np.float32), np.int64(0), np.float32(0), False)
-    buffer = ReplayBuffer(example, steps, B, 0.99, 3, prioritized=True, seed=0, device=device)
+    on_device = {"tree_on_device": True} if tree_on_device else {}
+    buffer = ReplayBuffer(
+        example, steps, B, 0.99, 3, prioritized=True, seed=0, device=device, **on_device
+    )
     T = steps // B
     buffer.append_samples(
         SamplesToBuffer(
@@ -107,8 +114,12 @@ def cartpole_buffer(steps: int, device: str | None) -> ReplayBuffer:
     return buffer
 
 
-def replay_cases(device: str) -> dict[str, Callable[[ReplayBuffer], Any]]:
-    """What one batch costs, until its tensors are on ``device`` (priorities back on the host)."""
+Case = tuple[Callable[[int, str | None], ReplayBuffer], Callable[[ReplayBuffer], Any]]
+
+
+def replay_cases(device: str) -> dict[str, Case]:
+    """What one batch costs, until its tensors are on ``device`` (priorities back in the
+    tree), and the buffer (host or ``device``) each is timed on."""
 
     def on_device(buffer: ReplayBuffer, batch: Any) -> Any:
         if buffer.device is None:
@@ -119,13 +130,28 @@ def replay_cases(device: str) -> dict[str, Callable[[ReplayBuffer], Any]]:
 
     def prioritized(buffer: ReplayBuffer) -> Any:
         batch = on_device(buffer, buffer.sample_batch(64))
-        buffer.update_batch_priorities(batch.return_.abs().clamp(min=1e-6).cpu().numpy())
+        priorities = batch.return_.abs().clamp(min=1e-6)
+        if buffer.priorities.tree_device is None:
+            priorities = priorities.cpu().numpy()
+        buffer.update_batch_priorities(priorities)
+        if device != "cpu":
+            torch.cuda.synchronize()  # (timed until the tree is written)
         return batch
 
+    def tree_moves(steps: int, device: str | None) -> ReplayBuffer:
+        return cartpole_buffer(steps, device, tree_on_device=device is not None)
+
     return {
-        "uniform, 1 batch of 256 (Pendulum)": lambda b: on_device(b, b.sample_batch(256)),
-        "uniform, 50 batches of 256 at once": lambda b: on_device(b, b.sample_batches(256, 50)),
-        "prioritized, 1 batch of 64 (CartPole)": prioritized,
+        "uniform, 1 batch of 256 (Pendulum)": (
+            pendulum_buffer,
+            lambda b: on_device(b, b.sample_batch(256)),
+        ),
+        "uniform, 50 batches of 256 at once": (
+            pendulum_buffer,
+            lambda b: on_device(b, b.sample_batches(256, 50)),
+        ),
+        "prioritized, 1 batch of 64 (CartPole)": (cartpole_buffer, prioritized),
+        "prioritized, the tree on the device too": (tree_moves, prioritized),
     }
 
 
@@ -147,8 +173,7 @@ def replay_table(device: str, sizes: dict[str, Any]) -> None:
     header = ("case", "host us", "device us", "speed ratio", "kernels", "copies host/device")
     print(f"{header[0]:<40}{header[1]:>10}{header[2]:>11}{header[3]:>13}{header[4]:>11}", end="")
     print(f"{header[5]:>20}")
-    for name, case in replay_cases(device).items():
-        make = cartpole_buffer if "prioritized" in name else pendulum_buffer
+    for name, (make, case) in replay_cases(device).items():
         host, on_device = make(sizes["steps"], None), make(sizes["steps"], device)
         best = {"host": float("inf"), "device": float("inf")}
         for _ in range(sizes["rounds"]):
@@ -159,7 +184,8 @@ def replay_table(device: str, sizes: dict[str, Any]) -> None:
             batch = case(on_device)
         batches = 50 if "50" in name else 1
         leaves = len(_leaves(batch))
-        copies = f"{leaves}/{2 if 'prioritized' in name else 1}"
+        device_copies = 0 if "tree" in name else 2 if "prioritized" in name else 1
+        copies = f"{leaves}/{device_copies}"
         print(
             f"{name:<40}{best['host'] * 1e6:>10.1f}{best['device'] * 1e6:>11.1f}"
             f"{best['host'] / best['device']:>13.2f}{ops.count / batches:>11.1f}{copies:>20}",
@@ -197,8 +223,10 @@ def train(task: str, replay_device: str | None, device: str, sizes: dict[str, An
         f"device='{device}'",
         f"algo_kwargs.replay_device={replay_device!r}",
     ]
-    if task == "dqn":
+    if task.startswith("dqn"):
         overrides.append("algo_kwargs.prioritized_replay=True")
+    if task == "dqn-tree" and replay_device is not None:
+        overrides.append("algo_kwargs.pri_tree_on_device=True")
     config = rl_suite.apply_overrides(rl_suite.make_config(preset, seed=0), overrides)
     runner = rl_suite.build(config)
     with (
@@ -243,7 +271,12 @@ def training_table(device: str, sizes: dict[str, Any]) -> None:
     print(f"\n(b) training (optimize_agent), 1 torch thread, agent on {device!r}")
     print(f"{'task':<40}{'host ms':>10}{'device ms':>11}{'speed ratio':>13}")
     context = multiprocessing.get_context("spawn")
-    for task, name in (("sac", "SAC, pendulum-sac"), ("dqn", "prioritized DQN, cartpole-dqn")):
+    tasks = {
+        "sac": "SAC, pendulum-sac",
+        "dqn": "prioritized DQN, cartpole-dqn",
+        "dqn-tree": "the same, the tree on the device too",
+    }
+    for task, name in tasks.items():
         best = {None: float("inf"), device: float("inf")}
         for _ in range(1 if sizes is QUICK else 2):
             for replay_device in best:

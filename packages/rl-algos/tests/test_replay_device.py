@@ -11,10 +11,12 @@ import torch
 from test_dqn import QAgent, indexed_samples
 from test_dqn import examples as dqn_examples
 from test_qpg_algos import SMALL, FakeDdpgAgent, FakeSacAgent, examples, params, random_samples
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import rl_algos._replay_algo as replay_algo
 from rl_algos import DDPG, DQN, SAC, TD3, CategoricalDQN
 from rl_arrays import BatchSpec
+from rl_replay import DeviceSumTree
 
 QPG = {
     "DDPG": (DDPG, lambda: FakeDdpgAgent(seed=0)),
@@ -40,7 +42,7 @@ def qpg_run(name, replay_device, n_step_return=1, itrs=4):
     return infos, params(*agent._all()), algo
 
 
-def dqn_run(replay_device, prioritized, cls=DQN, itrs=5):
+def dqn_run(replay_device, prioritized, cls=DQN, itrs=5, **options):
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(2, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))
     agent = QAgent(model)
@@ -54,6 +56,7 @@ def dqn_run(replay_device, prioritized, cls=DQN, itrs=5):
         prioritized_replay=prioritized,
         bootstrap_timelimit=True,
         replay_device=replay_device,
+        **options,
     )
     algo.initialize(agent, n_itr=100, batch_spec=BatchSpec(8, 2), examples=dqn_examples())
     infos = [algo.optimize_agent(itr, indexed_samples(8, 2, 3, seed=itr)) for itr in range(itrs)]
@@ -80,6 +83,69 @@ def test_qpg_trains_with_the_replay_on_the_device_as_with_the_host_replay(name, 
 @pytest.mark.parametrize("prioritized", [False, True], ids=["uniform", "prioritized"])
 def test_dqn_trains_with_the_replay_on_the_device_as_with_the_host_replay(prioritized):
     assert_same_training(dqn_run(None, prioritized), dqn_run("cpu", prioritized))
+
+
+class HostReads(TorchDispatchMode):
+    """Counts the reads of tensors on the host inside its block: scalars (``item``, a
+    tensor's truth value ...) and the calls ``cpu``, ``numpy`` and ``tolist``."""
+
+    def __init__(self, monkeypatch):
+        super().__init__()
+        self.count, self.active = 0, False
+        for name in ("cpu", "numpy", "tolist"):
+            method = getattr(torch.Tensor, name)
+            monkeypatch.setattr(torch.Tensor, name, self._counted(method))
+
+    def _counted(self, method):
+        def counted(tensor, *args, **kwargs):
+            self.count += self.active
+            return method(tensor, *args, **kwargs)
+
+        return counted
+
+    def __enter__(self):
+        self.active = True
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        self.active = False
+        return super().__exit__(*exc)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.count += func is torch.ops.aten._local_scalar_dense.default
+        return func(*args, **(kwargs or {}))
+
+
+def host_reads_per_call(monkeypatch, prioritized, **options):
+    """Host reads in one ``optimize_agent`` of a DQN with its replay on the CPU as a device,
+    and its number of updates."""
+    _, _, algo = dqn_run("cpu", prioritized, itrs=2, **options)
+    with HostReads(monkeypatch) as reads:
+        algo.optimize_agent(2, indexed_samples(8, 2, 3, seed=2))
+    return reads.count, algo.updates_per_optimize
+
+
+def test_with_the_sum_tree_on_the_device_new_priorities_are_not_read_back(monkeypatch):
+    """``pri_tree_on_device``: each update writes its priorities on the device, so a call
+    reads the host as often as a uniform replay's (its diagnostics, together); with the tree
+    on the host, every update reads its priorities back (``cpu().numpy()``)."""
+    uniform, updates = host_reads_per_call(monkeypatch, False)
+    assert updates == 8
+    assert host_reads_per_call(monkeypatch, True, pri_tree_on_device=True)[0] == uniform
+    assert host_reads_per_call(monkeypatch, True)[0] == uniform + 2 * updates
+
+
+def test_dqn_with_the_sum_tree_on_the_device_reprioritizes():
+    infos, _, algo = dqn_run("cpu", True, pri_tree_on_device=True)
+    tree = algo.replay_buffer.priorities.tree
+    assert isinstance(tree, DeviceSumTree)
+    valid = tree.leaf_priorities()[tree.leaf_priorities() > 0]
+    assert len(valid.unique()) > 10  # (new entries get the default priority, 1 ** alpha)
+    assert all(np.isfinite(info.loss).all() for info in infos)
+    with pytest.raises(ValueError, match="pri_tree_on_device"):
+        DQN(prioritized_replay=True, pri_tree_on_device=True)
+    with pytest.raises(ValueError, match="pri_tree_on_device"):
+        DQN(replay_device="cpu", pri_tree_on_device=True)
 
 
 def test_categorical_dqn_takes_replay_device():

@@ -81,7 +81,8 @@ class DQN(ReplayAlgo[QAgentLike]):
     iteration ``min_itr_learn`` on, takes ``updates_per_optimize`` gradient steps on batches
     of ``batch_size`` transitions: Huber loss (``delta_clip``) against the n-step target of
     the target network (``double_dqn``: at the online net's argmax), importance-weighted and
-    reprioritised with ``prioritized_replay``. ``frame_buffer`` stores stacked frames once (by
+    reprioritised with ``prioritized_replay`` (``pri_tree_on_device``: the sum tree on
+    ``replay_device`` too, so new priorities are not read back). ``frame_buffer`` stores stacked frames once (by
     default when the observations are stacked frames, as rlpyt always did);
     ``bootstrap_timelimit`` leaves transitions cut by a time limit out of the loss. The
     asynchronous runner's entry points are those of ``ReplayAlgo``. Formulas, batching and
@@ -115,6 +116,7 @@ class DQN(ReplayAlgo[QAgentLike]):
         pri_beta_final: float = 1.0,
         pri_beta_steps: int = int(50e6),
         default_priority: float | None = None,
+        pri_tree_on_device: bool = False,
         ReplayBufferCls: Callable[..., BaseNStepReturnBuffer] | None = None,
         updates_per_sync: int = 1,
         frame_buffer: bool | None = None,
@@ -156,6 +158,11 @@ class DQN(ReplayAlgo[QAgentLike]):
                 "frame_buffer and bootstrap_timelimit cannot be combined: rl-replay has no "
                 "time-limit frame buffer (give ReplayBufferCls, or drop one of them)"
             )
+        if pri_tree_on_device and not (prioritized_replay and replay_device is not None):
+            raise ValueError(
+                "pri_tree_on_device=True needs prioritized_replay=True and a replay_device "
+                f"(got prioritized_replay={prioritized_replay}, replay_device={replay_device!r})"
+            )
         if frame_buffer and replay_device is not None and ReplayBufferCls is None:
             raise ValueError(
                 f"frame_buffer and replay_device={replay_device!r} cannot be combined: frame "
@@ -170,6 +177,7 @@ class DQN(ReplayAlgo[QAgentLike]):
         self.pri_beta_init = pri_beta_init
         self.pri_beta_final = pri_beta_final
         self.pri_beta_steps = pri_beta_steps
+        self.pri_tree_on_device = bool(pri_tree_on_device)
         # New samples enter at the largest priority a clipped TD error can have (rlpyt).
         if default_priority is None:
             default_priority = 1.0 if delta_clip is None else delta_clip
@@ -210,9 +218,12 @@ class DQN(ReplayAlgo[QAgentLike]):
     def _replay_kwargs(self) -> dict[str, Any]:
         if not self.prioritized_replay:
             return {}
-        return dict(
+        kwargs = dict(
             alpha=self.pri_alpha, beta=self.pri_beta_init, default_priority=self.default_priority
         )
+        if self.pri_tree_on_device:
+            kwargs["tree_on_device"] = True
+        return kwargs
 
     def _stores_frames(self, example: Any) -> bool:
         """``frame_buffer``, chosen when None: uint8 observations ``[n_frames, H, W]`` with
@@ -268,9 +279,10 @@ class DQN(ReplayAlgo[QAgentLike]):
         (``optimize_agent`` reads them together: one wait for the device per call)."""
         loss, grad_norm, td_abs_error, priorities = outputs
         if self.prioritized_replay:
-            self._replay_buffer.update_batch_priorities(
-                priorities.clamp(min=_MIN_PRIORITY).cpu().numpy()
-            )
+            priorities = priorities.clamp(min=_MIN_PRIORITY)
+            if not self.pri_tree_on_device:
+                priorities = priorities.cpu().numpy()
+            self._replay_buffer.update_batch_priorities(priorities)
         opt_info.loss.append(loss)
         opt_info.gradNorm.append(grad_norm)
         opt_info.tdAbsErr.append(td_abs_error)

@@ -1,8 +1,8 @@
 """Replay storage as torch tensors on a device (the buffers' ``device`` option).
 
 Only what differs from numpy storage is here: allocating, writing new steps (one copy to the
-device), storage rows computed from the drawn indices (moved in one transfer from the host), zeroing by a mask without reading it on the host,
-and the host form of the state. torch is imported inside the functions: rl-replay needs it
+device), the storage rows of drawn indices (moved in one transfer when drawn on the host),
+zeroing by a mask without reading it on the host, and the host form of the state. torch is imported inside the functions: rl-replay needs it
 only for this option (``pip install rl-replay[torch]``).
 """
 

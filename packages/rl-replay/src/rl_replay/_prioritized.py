@@ -111,6 +111,8 @@ class Prioritizer:
 
     def state_arrays(self) -> dict[str, np.ndarray]:
         """The tree's arrays, for saving and restoring the buffer."""
+        if isinstance(self.tree, DeviceSumTree):
+            self.tree.sum_levels()
         arrays = {"tree.values": self.tree.tree, "tree.cursor": self.tree._cursor}
         if self.tree.input_priorities is not None:
             arrays["tree.input_priorities"] = self.tree.input_priorities
