@@ -11,7 +11,6 @@ import torch
 from test_dqn import QAgent, indexed_samples
 from test_dqn import examples as dqn_examples
 from test_qpg_algos import SMALL, FakeDdpgAgent, FakeSacAgent, examples, params, random_samples
-from torch.utils._python_dispatch import TorchDispatchMode
 
 import rl_algos._replay_algo as replay_algo
 from rl_algos import DDPG, DQN, SAC, TD3, CategoricalDQN
@@ -85,44 +84,21 @@ def test_dqn_trains_with_the_replay_on_the_device_as_with_the_host_replay(priori
     assert_same_training(dqn_run(None, prioritized), dqn_run("cpu", prioritized))
 
 
-class HostReads(TorchDispatchMode):
-    """Counts the reads of tensors on the host inside its block: scalars (``item``, a
-    tensor's truth value ...) and the calls ``cpu``, ``numpy`` and ``tolist``."""
-
-    def __init__(self, monkeypatch):
-        super().__init__()
-        self.count, self.active = 0, False
-        for name in ("cpu", "numpy", "tolist"):
-            method = getattr(torch.Tensor, name)
-            monkeypatch.setattr(torch.Tensor, name, self._counted(method))
-
-    def _counted(self, method):
-        def counted(tensor, *args, **kwargs):
-            self.count += self.active
-            return method(tensor, *args, **kwargs)
-
-        return counted
-
-    def __enter__(self):
-        self.active = True
-        return super().__enter__()
-
-    def __exit__(self, *exc):
-        self.active = False
-        return super().__exit__(*exc)
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.count += func is torch.ops.aten._local_scalar_dense.default
-        return func(*args, **(kwargs or {}))
-
-
 def host_reads_per_call(monkeypatch, prioritized, **options):
-    """Host reads in one ``optimize_agent`` of a DQN with its replay on the CPU as a device,
-    and its number of updates."""
+    """Tensors read on the host (``cpu``, ``numpy``, ``tolist``, ``item``) in one
+    ``optimize_agent`` of a DQN with its replay on the CPU as a device, and its updates."""
     _, _, algo = dqn_run("cpu", prioritized, itrs=2, **options)
-    with HostReads(monkeypatch) as reads:
+    reads = []
+
+    def counted(name):
+        method = getattr(torch.Tensor, name)
+        return lambda tensor, *args, **kwargs: reads.append(name) or method(tensor, *args, **kwargs)
+
+    with monkeypatch.context() as patch:
+        for name in ("cpu", "numpy", "tolist", "item"):
+            patch.setattr(torch.Tensor, name, counted(name))
         algo.optimize_agent(2, indexed_samples(8, 2, 3, seed=2))
-    return reads.count, algo.updates_per_optimize
+    return len(reads), algo.updates_per_optimize
 
 
 def test_with_the_sum_tree_on_the_device_new_priorities_are_not_read_back(monkeypatch):
