@@ -82,11 +82,11 @@ class DQN(ReplayAlgo[QAgentLike]):
     of ``batch_size`` transitions: Huber loss (``delta_clip``) against the n-step target of
     the target network (``double_dqn``: at the online net's argmax), importance-weighted and
     reprioritised with ``prioritized_replay`` (``pri_tree_on_device``: the sum tree on
-    ``replay_device`` too, so new priorities are not read back). ``frame_buffer`` stores stacked frames once (by
-    default when the observations are stacked frames, as rlpyt always did);
-    ``bootstrap_timelimit`` leaves transitions cut by a time limit out of the loss. The
-    asynchronous runner's entry points are those of ``ReplayAlgo``. Formulas, batching and
-    defaults: the package README, "The Q-learners".
+    ``replay_device`` too, so new priorities are not read back). ``frame_buffer`` stores
+    stacked frames once (by default when the observations are stacked frames, as rlpyt
+    always did); ``bootstrap_timelimit`` leaves transitions cut by a time limit out of the
+    loss. The asynchronous runner's entry points are those of ``ReplayAlgo``. Formulas,
+    batching and defaults: the package README, "The Q-learners".
     """
 
     OptInfoCls: Any = DqnOptInfo
