@@ -297,7 +297,7 @@ def test_the_device_tree_draws_in_proportion_to_priority_and_as_its_rng_says():
     tree.advance(7)
     priorities = np.random.default_rng(1).random(7 * 3) + 0.05
     tree.sample(21)
-    tree._sampled_leaves = torch.arange(3, 24)  # rows 1..7 are the valid ones
+    tree._sampled_leaves = torch.arange(3, 24)  # (rows 1 to 7 given priorities directly)
     tree.update_batch_priorities(torch.from_numpy(priorities))
     T_idxs, B_idxs, drawn = tree.sample(200_000)
     counts = np.bincount((T_idxs * 3 + B_idxs).numpy() - 3, minlength=21)
