@@ -15,7 +15,7 @@ each batch converted and copied to the device), for vector observations.
     - prioritized, one batch and its new priorities (computed on the device, as DQN's, by
       two operations counted with the buffer's);
     - the same with the sum tree on the device too (``tree_on_device``): nothing copied
-      either way, a ``cumsum`` over every priority and about twenty operations instead;
+      either way, a ``cumsum`` over every priority and about thirty more operations instead;
     - the host sum tree alone (sample 64, update 64): the part of a prioritized batch that
       stays on the host either way.
     Beside the times, counted rather than timed: the torch operations that compute (not
@@ -25,8 +25,9 @@ each batch converted and copied to the device), for vector observations.
     side its row indices, and the importance weights when prioritized).
 (b) Training, ``optimize_agent`` as the runner calls it (append the sampler's steps, replay,
     update): SAC with the ``pendulum-sac`` preset and DQN with ``cartpole-dqn`` made
-    prioritized (and its tree on the device: ``pri_tree_on_device``), each side in its own fresh process (spawn) with 1 torch thread, random-action
-    fill, then the best of several timed rounds; ms per update (``--quick``: in this process).
+    prioritized (and again with its tree on the device: ``pri_tree_on_device``), each side
+    in its own fresh process (spawn) with 1 torch thread, random-action fill, then the best
+    of several timed rounds; ms per update (``--quick``: in this process).
 
 The ratio is the host buffer's time over the device buffer's: above 1, replay on the device is
 faster. On a CPU the "device" is the host itself, so (a) and (b) only show what the device
