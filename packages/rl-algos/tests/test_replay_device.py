@@ -111,13 +111,21 @@ def test_with_the_sum_tree_on_the_device_new_priorities_are_not_read_back(monkey
     assert host_reads_per_call(monkeypatch, True)[0] == uniform + 2 * updates
 
 
-def test_dqn_with_the_sum_tree_on_the_device_reprioritizes():
+def test_dqn_with_the_sum_tree_on_the_device_reprioritizes_and_saves_the_host_file(tmp_path):
+    """New priorities reach the device tree; its replay file loads into a run whose tree is
+    on the host, with the same state."""
     infos, _, algo = dqn_run("cpu", True, pri_tree_on_device=True)
     tree = algo.replay_buffer.priorities.tree
     assert isinstance(tree, DeviceSumTree)
     valid = tree.leaf_priorities()[tree.leaf_priorities() > 0]
     assert len(valid.unique()) > 10  # (new entries get the default priority, 1 ** alpha)
     assert all(np.isfinite(info.loss).all() for info in infos)
+    algo.save_replay(tmp_path / "replay.npz")
+    _, _, host_tree = dqn_run("cpu", True)
+    host_tree.load_replay(tmp_path / "replay.npz")
+    expected = algo.replay_buffer.state_dict()
+    for key, value in host_tree.replay_buffer.state_dict().items():
+        assert np.array_equal(value, expected[key]), key
     with pytest.raises(ValueError, match="pri_tree_on_device"):
         DQN(prioritized_replay=True, pri_tree_on_device=True)
     with pytest.raises(ValueError, match="pri_tree_on_device"):
