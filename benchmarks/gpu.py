@@ -79,7 +79,10 @@ through rl-samplers[atari]); a row whose peer is missing says so and shows ours 
 machine without network (a lent GPU machine), carry them as wheels: ``pip wheel --no-deps``
 of each ``packages/*``, and ``pip download --no-deps`` of what its image lacks: gymnasium,
 farama-notifications, ale-py, stable-baselines3, rsl-rl-lib, tensordict (0.15 asks for
-torch >= 2.11) with pyvers, and GitPython, gitdb, smmap (rsl_rl imports git).
+torch >= 2.11) with pyvers, and GitPython, gitdb, smmap (rsl_rl imports git). Rehearse on a
+CPU first, with the lent machine's torch (2.11 today: PyPI's CUDA build runs on a CPU) and
+the wheels installed as there (``--no-deps --target``), then ``--quick``: torch 2.11's
+compiler refused a form of PPO's loss that 2.13's took, which only such a run shows here.
 
 ``--quick`` runs every row on the CPU with tiny sizes (one vec_env size), compiling with
 ``{"backend": "aot_eager"}`` (inductor needs a C++ compiler and a minute), SB3 on the CPU,

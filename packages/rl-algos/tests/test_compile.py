@@ -248,12 +248,18 @@ class _CapturingStream:
 def test_optimizers_made_capturable_pass_torchs_check_under_capture(monkeypatch):
     """torch refuses an optimizer step under CUDA-graph capture unless every group is
     capturable, fused Adam (our default) included: the check, run as under a capture."""
+    optimizers = [
+        torch.optim.Adam([torch.nn.Parameter(torch.zeros(3))], lr=1e-3, **kwargs)
+        for kwargs in ({"fused": True}, {})
+    ]
+    # A capture on CUDA as torch 2.13 asks for it, then as 2.11 (what the GPU machines run).
     monkeypatch.setattr(
         torch.accelerator, "current_accelerator", lambda **kwargs: torch.device("cuda")
     )
     monkeypatch.setattr(torch.accelerator, "current_stream", lambda *args: _CapturingStream())
-    for kwargs in ({"fused": True}, {}):
-        optimizer = torch.optim.Adam([torch.nn.Parameter(torch.zeros(3))], lr=1e-3, **kwargs)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
+    for optimizer in optimizers:
         with pytest.raises(RuntimeError, match="capturable is False"):
             optimizer._accelerator_graph_capture_health_check()
         make_capturable([optimizer], "test")
