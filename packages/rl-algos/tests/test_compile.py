@@ -19,10 +19,15 @@ from test_r2d1 import R2d1Agent, rollout, small_r2d1
 from test_r2d1 import examples as r2d1_examples
 
 from rl_algos import A2C, DDPG, DQN, PPO, SAC, TD3, CategoricalDQN
-from rl_algos._compile import _layout, _strided_copy, make_capturable
+from rl_algos._compile import MIN_TORCH, _layout, _strided_copy, make_capturable
 from rl_arrays import BatchSpec
 
 FAST = {"backend": "aot_eager"}  # traced and compiled as inductor's input, run eagerly
+# An older torch refuses compile (the last test); every other test here compiles.
+pytestmark = pytest.mark.skipif(
+    tuple(int(part) for part in torch.__version__.split(".")[:2]) < MIN_TORCH,
+    reason=f"compile needs torch {MIN_TORCH}",
+)
 OBS, ACTIONS = 4, 3
 
 
@@ -301,3 +306,12 @@ def test_captured_inputs_keep_their_strides():
     copy = _strided_copy(x)
     assert copy.stride() == x.stride() and torch.equal(copy, x)
     assert _layout((x,)) != _layout((x.contiguous(),))
+
+
+def test_a_torch_too_old_to_compile_every_model_is_refused_naming_its_version(monkeypatch):
+    """torch 2.8's compiler fails on PPO's twin MLP deep in its trace; we say why, up front."""
+    monkeypatch.setattr(torch, "__version__", "2.8.0+cu128")
+    for make in (lambda: PPO(compile=True), lambda: DQN(compile=FAST)):
+        with pytest.raises(ValueError, match=r"torch 2\.11 or newer, found 2\.8\.0\+cu128"):
+            make()
+    assert PPO(compile=False).compile is False

@@ -4,6 +4,7 @@ dependency). test_cat_dqn and test_r2d1 import the agent and batch builders from
 from __future__ import annotations
 
 import copy
+import math
 
 import numpy as np
 import pytest
@@ -564,7 +565,9 @@ def test_frame_buffer_stores_frames_once():
     ],
 )
 def test_frame_buffer_by_default_for_stacked_frames(kwargs, shape, dtype, frames):
-    agent = QAgent(torch.nn.Sequential(torch.nn.Flatten(-len(shape)), torch.nn.LazyLinear(2)))
+    agent = QAgent(
+        torch.nn.Sequential(torch.nn.Flatten(-len(shape)), torch.nn.Linear(math.prod(shape), 2))
+    )
     algo = initialized(
         DQN(min_steps_learn=8, batch_size=4, **kwargs), agent, example=examples(shape, dtype)
     )

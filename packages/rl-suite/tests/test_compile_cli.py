@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 
 from rl_runners import logger_context
 from rl_suite._cli import _parser, _train_config, main
@@ -12,6 +13,10 @@ from rl_suite._config import PRESET_ABOUT, PRESETS
 from rl_suite._trainer import build
 
 FAST = '{"backend": "aot_eager"}'  # (inductor takes a minute to compile on a small CPU)
+pytestmark = pytest.mark.skipif(
+    tuple(int(part) for part in torch.__version__.split(".")[:2]) < (2, 11),
+    reason="compile needs torch 2.11",  # (rl_algos refuses it before, naming the version)
+)
 
 
 def config_of(*argv: str) -> dict:
