@@ -50,6 +50,17 @@ def test_train_leaves_a_run_directory_with_progress_checkpoint_and_config(tmp_pa
     assert [int(r["CumSteps"]) for r in _rows(run_dir)] == [0, 512, 1024]
 
 
+def test_a_run_too_short_to_end_an_episode_succeeds_and_says_so(tmp_path, capsys):
+    """No return column yet (Pendulum's episodes last 200 steps): no curve, and no error
+    after a training that went well."""
+    argv = ["train", "ppo", "--env", "Pendulum-v1", "--log-dir", str(tmp_path), "--steps", "256"]
+    argv += ["--set", "runner.log_interval_steps=128", "--set", "runner.evaluate=False"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "last average return none (no episode ended)" in out
+    assert "no episode has ended yet" in out and not (tmp_path / "run_0" / "curve.png").exists()
+
+
 def test_a_run_that_failed_before_logging_leaves_its_directory_usable(tmp_path, capsys):
     dqn = ["train", "dqn", "--env", "CartPole-v1", "--log-dir", str(tmp_path), *TINY]
     # Learning from step 0 is refused at start-up: the replay cannot fill a batch yet.

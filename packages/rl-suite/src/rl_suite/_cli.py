@@ -266,7 +266,9 @@ def _train(args: argparse.Namespace) -> None:
         f"trained {int(final['CumSteps'][-1])} steps; last average return {last}; "
         f"run directory: {run_dir}"
     )
-    if have_matplotlib():
+    if not len(returns):
+        print("(no learning curve: no episode has ended yet)")
+    elif have_matplotlib():
         print(f"learning curve: {plot_runs([run_dir], run_dir / 'curve.png')}")
     else:
         print("(pip install matplotlib for a learning-curve PNG: `rl-suite plot RUN_DIR`)")
