@@ -135,6 +135,7 @@ NATURE_CNN = {
     "paddings": [0, 0, 0],
 }
 RUN_TIMEOUT_S = 200.0  # one run (one side of a row) at most
+EXIT_S = 10.0  # for a run that sent its result to exit on its own
 DEADLINE_S = 480.0  # the whole script by default (issue 19: "at most 8 minutes")
 SPEEDRUN_STOP_S = 70.0  # left to the speedrun's shutdown before --deadline
 SB3_PONG_ID = "PongNoFrameskip-v4"  # make_atari_env's wrappers skip frames themselves
@@ -302,9 +303,14 @@ def in_fresh_process(func: Callable[..., Any], func_args: tuple[Any, ...], timeo
     try:
         if not receiver.poll(timeout):
             raise TimeoutError(f"still running after {timeout:.0f} s: killed")
-        return receiver.recv()  # (EOFError when the process died without a result)
+        result = receiver.recv()  # (EOFError when the process died without a result)
+        # Let it exit on its own: killed at once, it could not release its semaphores, which
+        # the resource tracker then reported as leaked.
+        process.join(EXIT_S)
+        return result
     finally:
-        process.kill()
+        if process.is_alive():
+            process.kill()
         process.join()
 
 
