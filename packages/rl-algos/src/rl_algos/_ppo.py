@@ -355,10 +355,7 @@ class PPO(PolicyGradientAlgo):
         loss = ((value_error - surrogate) * (valid / valid.sum())).sum()
         if self.entropy_loss_coeff != 0:
             loss = loss - self.entropy_loss_coeff * dist.mean_entropy(dist_info, valid)
-        # Its class called, not ``buffer_method``'s ``_make``: torch 2.11's compiler cannot
-        # return a namedtuple made by ``_make`` from a compiled graph.
-        detached = type(dist_info)(*(None if x is None else x.detach() for x in dist_info))
-        return loss, detached, ratio.detach()
+        return loss, buffer_method(dist_info, "detach"), ratio.detach()
 
     @staticmethod
     def _pad_trajectories(

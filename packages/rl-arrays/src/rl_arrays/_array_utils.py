@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, overload
 
 import numpy as np
 
+from ._collections import tuple_like
 from ._counts import as_count
 from ._torch import is_tensor, require_torch
 
@@ -245,7 +246,7 @@ def restore_leading_dims(tensors: Any, lead_dim: int, T: int = 1, B: int = 1) ->
         return [_restore_one(t, lead_dim, T, B) for t in tensors]
     if isinstance(tensors, tuple):
         out = [_restore_one(t, lead_dim, T, B) for t in tensors]
-        return tensors._make(out) if hasattr(tensors, "_make") else tuple(out)
+        return tuple_like(tensors, out)
     return _restore_one(tensors, lead_dim, T, B)
 
 

@@ -16,6 +16,7 @@ from ._collections import (
     is_schema_form,
     namedarraytuple,
     namedarraytuple_like,
+    tuple_like,
 )
 from ._counts import as_count
 from ._shared_memory import np_mp_array
@@ -44,7 +45,7 @@ def _map(func: Callable[[Any], Any], buffer_: Any) -> Any:
         return None
     if isinstance(buffer_, tuple):
         contents = [_map(func, item) for item in buffer_]
-        return buffer_._make(contents) if hasattr(buffer_, "_make") else tuple(contents)
+        return tuple_like(buffer_, contents)
     return func(buffer_)
 
 

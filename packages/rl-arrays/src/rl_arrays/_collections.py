@@ -88,7 +88,7 @@ class _IndexAllFields(tuple[Any, ...]):
 
     def __getitem__(self, loc: Any) -> Any:
         try:
-            return self._make([None if field is None else field[loc] for field in self])
+            return tuple_like(self, [None if field is None else field[loc] for field in self])
         except Exception as error:
             for name, field in zip(self._fields, self, strict=True):
                 try:
@@ -387,6 +387,15 @@ NamedArrayTupleSchema._instance_cls = NamedArrayTuple
 
 def is_schema_form(obj: object) -> TypeGuard[NamedTupleSchema | NamedTuple]:
     return isinstance(obj, (NamedTupleSchema, NamedTuple))
+
+
+def tuple_like(like: tuple[Any, ...], values: Iterable[Any]) -> Any:
+    """``values`` in a tuple of ``like``'s kind: a namedtuple's class is called rather than its
+    ``_make`` (torch 2.11's compiler cannot return from a graph an object made by ``_make``);
+    the schema form keeps its name on the instance; anything else becomes a plain tuple."""
+    if isinstance(like, NamedTuple):
+        return like._make(values)
+    return type(like)(*values) if hasattr(like, "_fields") else tuple(values)
 
 
 def namedarraytuple_like(namedtuple_or_class: Any, classname_suffix: bool = False) -> Any:
