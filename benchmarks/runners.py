@@ -5,8 +5,9 @@
     python benchmarks/runners.py --quick         # a few seconds per run; checks it still works
 
 Each run is the trainer's preset (rl_suite), in a fresh process (spawn), one at a time, stopped
-by a Ctrl-C (SIGINT) after ``--budget`` seconds; its figures come from the last row it logged
-(``CumSteps`` and ``CumUpdates`` over ``CumTime``, evaluations off). Cases:
+by a Ctrl-C (SIGINT) after ``--budget`` seconds, or once it has logged a row with updates if
+that comes later; its figures come from the last row it logged (``CumSteps`` and
+``CumUpdates`` over ``CumTime``, evaluations off). Cases:
 
 - ``dqn-cartpole``: the ``cartpole-dqn`` preset (8 envs x 32 steps, 128 updates of 64 per
   batch: replay ratio 32), serial sampler. ``MinibatchRl`` alternates sampling and training in
@@ -41,6 +42,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+ROW_WAIT_S = 120.0  # past the budget, for a run's first row with updates
 # case: (preset, env, settings for both runs, [(runner name, extra settings)] baseline first)
 CASES = {
     "dqn-cartpole": (
@@ -103,22 +105,52 @@ def run_for(case: str, runner: str, settings: list[str], budget: float) -> Run:
     # Ctrl-C as in a terminal, even when this benchmark was started with SIGINT ignored (a
     # background job), which the spawned process inherits.
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    timer = threading.Timer(budget, lambda: os.kill(os.getpid(), signal.SIGINT))
-    timer.start()
+    progress = log_dir / f"run_{config['seed']}" / "progress.csv"
+    done = threading.Event()
+    threading.Thread(
+        target=interrupt_when_updated, args=(progress, budget, done), daemon=True
+    ).start()
     try:
         rl_suite.train(config, log_dir)
     except KeyboardInterrupt:
         pass
     finally:
-        timer.cancel()
-    with open(log_dir / f"run_{config['seed']}" / "progress.csv", newline="") as f:
-        rows = list(csv.DictReader(f))
-    if not rows:
-        raise RuntimeError(f"{case} / {runner}: no row logged within {budget} s")
+        done.set()
+    rows = logged_rows(progress)
+    if not has_updated(rows):
+        raise RuntimeError(
+            f"{case} / {runner}: no row with updates logged within {budget + ROW_WAIT_S} s"
+        )
     last = rows[-1]
     return Run(
         case, runner, int(last["CumSteps"]), int(last["CumUpdates"]), float(last["CumTime (s)"])
     )
+
+
+def logged_rows(progress: Path) -> list[dict[str, str]]:
+    if not progress.exists():
+        return []
+    with open(progress, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def has_updated(rows: list[dict[str, str]]) -> bool:
+    """Whether the last row counts updates (False for a row still being written)."""
+    updates = (rows[-1].get("CumUpdates") or "") if rows else ""
+    return updates.isdigit() and int(updates) > 0
+
+
+def interrupt_when_updated(progress: Path, budget: float, done: threading.Event) -> None:
+    """Ctrl-C this process once ``budget`` seconds have passed and ``progress`` holds a row
+    with updates, waiting up to ``ROW_WAIT_S`` more for one (a slow machine's comes late)."""
+    start = time.monotonic()
+    while not done.wait(0.5):
+        elapsed = time.monotonic() - start
+        if elapsed >= budget + ROW_WAIT_S or (
+            elapsed >= budget and has_updated(logged_rows(progress))
+        ):
+            os.kill(os.getpid(), signal.SIGINT)
+            return
 
 
 def in_fresh_process(func, *args):
