@@ -14,7 +14,7 @@ from ._model_utils import conv2d_output_shape
 __all__ = ["Conv2dHeadModel", "Conv2dModel", "MlpModel", "RunningMeanStdModel"]
 
 
-def _sizes(name: str, sizes: int | Sequence[int] | None) -> list[int]:
+def layer_sizes(name: str, sizes: int | Sequence[int] | None) -> list[int]:
     """An int, a sequence of ints, or None (no layers) as a list of positive ints (integral
     floats such as 64.0 taken as ints)."""
     if sizes is None:
@@ -44,8 +44,8 @@ class MlpModel(torch.nn.Module):
         nonlinearity: type[torch.nn.Module] = torch.nn.ReLU,
     ):
         super().__init__()
-        (input_size,) = _sizes("input_size", input_size)
-        hidden = _sizes("hidden_sizes", hidden_sizes)
+        (input_size,) = layer_sizes("input_size", input_size)
+        hidden = layer_sizes("hidden_sizes", hidden_sizes)
         if output_size is None and not hidden:
             raise ValueError("MlpModel needs hidden_sizes or an output_size")
         layers: list[torch.nn.Module] = []
@@ -54,7 +54,7 @@ class MlpModel(torch.nn.Module):
             layers += [torch.nn.Linear(last, size), nonlinearity()]
             last = size
         if output_size is not None:
-            (output_size,) = _sizes("output_size", output_size)
+            (output_size,) = layer_sizes("output_size", output_size)
             layers.append(torch.nn.Linear(last, output_size))
             last = output_size
         self.model = torch.nn.Sequential(*layers)
@@ -92,7 +92,7 @@ class Conv2dModel(torch.nn.Module):
         use_maxpool: bool = False,
     ):
         super().__init__()
-        channels = _sizes("channels", channels)
+        channels = layer_sizes("channels", channels)
         paddings = [0] * len(channels) if paddings is None else list(paddings)
         lengths = {len(channels), len(kernel_sizes), len(strides), len(paddings)}
         if len(lengths) != 1 or not channels:
@@ -169,7 +169,7 @@ class Conv2dHeadModel(torch.nn.Module):
         )
         conv_out_size = self.conv.conv_out_size(h, w)
         self.head: torch.nn.Module
-        if _sizes("hidden_sizes", hidden_sizes) or output_size is not None:
+        if layer_sizes("hidden_sizes", hidden_sizes) or output_size is not None:
             self.head = MlpModel(conv_out_size, hidden_sizes, output_size, nonlinearity)
             self._output_size = self.head.output_size
         else:

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 
 from rl_arrays import infer_leading_dims, namedarraytuple, restore_leading_dims, to_onehot
 
-from ._model_components import Conv2dHeadModel, MlpModel, RunningMeanStdModel
+from ._model_components import Conv2dHeadModel, MlpModel, RunningMeanStdModel, layer_sizes
 from ._model_utils import lstm_dtype
 
 __all__ = [
@@ -118,8 +118,7 @@ class _TwinMlp(torch.nn.Module):
         nonlinearity: type[torch.nn.Module],
     ):
         super().__init__()
-        hidden_sizes = [hidden_sizes] if isinstance(hidden_sizes, int) else list(hidden_sizes)
-        sizes = [input_size, *hidden_sizes, max(output_sizes)]
+        sizes = [input_size, *layer_sizes("hidden_sizes", hidden_sizes), max(output_sizes)]
         self.weights = torch.nn.ParameterList()
         self.biases = torch.nn.ParameterList()
         for fan_in, fan_out in itertools.pairwise(sizes):

@@ -373,8 +373,10 @@ def main(argv: list[str] | None = None) -> int:
             from ._demo import run_demo
 
             print(run_demo(args.T, args.B, args.workers, args.start_method))
-    except (ValueError, KeyError, OSError, ImportError) as error:  # (OSError: names its file)
-        message = error.args[0] if isinstance(error, KeyError) and error.args else error
+    # (OSError: names its file; MemoryError: a buffer's size setting, as check_memory says)
+    except (ValueError, KeyError, OSError, ImportError, MemoryError) as error:
+        message = error.args[0] if isinstance(error, KeyError) and error.args else str(error)
+        message = message or type(error).__name__
         print(f"rl-suite {args.command}: error: {message}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -45,7 +45,7 @@ from rl_agents import (
     VectorR2d1Agent,
 )
 from rl_algos import A2C, DDPG, DQN, PPO, R2D1, SAC, TD3, CategoricalDQN
-from rl_arrays import as_count
+from rl_arrays import as_count, check_memory
 from rl_runners import (
     AsyncRl,
     AsyncRlEval,
@@ -234,7 +234,36 @@ def make_agent(config: dict[str, Any], spaces: Any, deterministic_eval: bool) ->
             kwargs["eps_eval"] = 0.0
     elif config["algo"] not in QPG_AGENTS:
         kwargs["deterministic_eval"] = deterministic_eval
-    return _construct(AgentCls, "agent settings", kwargs)
+    agent = _construct(AgentCls, "agent settings", kwargs)
+    _check_model(agent, spaces)
+    return agent
+
+
+def _check_model(agent: Any, spaces: Any) -> None:
+    """Build the agent's model once (torch's random state kept): a model setting it refuses
+    fails here, named, not once the sampler has started."""
+    env_kwargs = agent.make_env_to_model_kwargs(spaces)
+    try:
+        with torch.random.fork_rng(devices=[]):
+            agent.ModelCls(**env_kwargs, **agent.model_kwargs)
+    except TypeError as error:  # (mostly a keyword it does not take: say which it takes)
+        takes = [k for k in inspect.signature(agent.ModelCls).parameters if k not in env_kwargs]
+        raise ValueError(f"agent.model_kwargs: {error} (it takes {', '.join(takes)})") from error
+    except ValueError as error:
+        raise ValueError(f"agent.model_kwargs: {error}") from error
+
+
+def _check_replay_memory(algo: Any, spaces: Any) -> None:
+    """Refuse a replay buffer far beyond the memory now, not once sampling has started: each
+    step holds at least an action and an observation (of an image, one frame: frame buffers
+    store each once). The buffer checks its exact size when it is made."""
+    size = getattr(algo, "replay_size", None)
+    if size is None or getattr(algo, "replay_device", None) is not None:
+        return
+    observation, action = spaces.observation.null_value(), spaces.action.null_value()
+    frame = observation[0] if observation.ndim == 3 else observation
+    hint = "counting its observations and actions alone"
+    check_memory("algo_kwargs.replay_size", size, frame.nbytes + action.nbytes, hint)
 
 
 def _construct(cls: type, what: str, kwargs: dict[str, Any]) -> Any:
@@ -339,6 +368,10 @@ def build(config: dict[str, Any], affinity: dict[str, Any] | None = None) -> Min
     """The runner (with its sampler, agent and algorithm) for ``config``, nothing started.
     ``affinity``: the runner's cpus, threads, workers and GPU, instead of the ones the
     configuration implies (a sweep run passes its run slot's)."""
+    for key in DEFAULTS.keys() & config.keys():  # (each setting of the type of its default)
+        problem = _config_problem(config[key], DEFAULTS[key], key)
+        if problem is not None:
+            raise ValueError(problem)
     sampler_config, runner_config = config["sampler"], config["runner"]
     kind = sampler_config["kind"]
     if kind not in (*SAMPLER_CLASSES, "batched"):
@@ -354,7 +387,11 @@ def build(config: dict[str, Any], affinity: dict[str, Any] | None = None) -> Min
     spaces = probe_spaces(config)
     agent = make_agent(config, spaces, config["agent"]["deterministic_eval"])
     algo = _construct(ALGO_CLASSES[config["algo"]], "algo_kwargs", config["algo_kwargs"])
+    _check_replay_memory(algo, spaces)
     evaluate = runner_config["evaluate"]
+    if evaluate:
+        expected = "a positive int when runner.evaluate=True (False: no evaluation)"
+        as_count("sampler.eval_n_envs", sampler_config["eval_n_envs"], 1, expected=expected)
     sampler = _construct(
         (ASYNC_SAMPLER_CLASSES if asynchronous else SAMPLER_CLASSES)[kind],
         "sampler settings",
