@@ -40,7 +40,9 @@ class WaitResetCollector:
 class StatelessToySampler:
     """``batch_T x batch_B`` random observations and rewards from a seeded numpy generator;
     env ``b`` ends an episode every ``3 + b`` steps.  ``script`` maps an iteration to the
-    trajectory infos to return instead; ``fail_at`` raises ``fail_with`` in that iteration."""
+    trajectory infos to return instead; ``fail_at`` raises ``fail_with`` in that iteration;
+    ``signal_at`` sends this process ``stop_signal`` in that iteration; rewards are NaN from
+    iteration ``nan_at`` on."""
 
     def __init__(
         self,
@@ -51,10 +53,14 @@ class StatelessToySampler:
         fail_at: int | None = None,
         fail_with: type[BaseException] = RuntimeError,
         CollectorCls: Any = None,
+        signal_at: int | None = None,
+        stop_signal: int = signal.SIGTERM,
+        nan_at: int | None = None,
     ):
         self.batch_spec = SimpleNamespace(T=batch_T, B=batch_B, size=batch_T * batch_B)
         self.script, self.eval_script = script, eval_script
         self.fail_at, self.fail_with = fail_at, fail_with
+        self.signal_at, self.stop_signal, self.nan_at = signal_at, stop_signal, nan_at
         if CollectorCls is not None:
             self.CollectorCls = CollectorCls
         self.calls: list[Any] = []
@@ -97,9 +103,13 @@ class StatelessToySampler:
         self.calls.append(("obtain_samples", itr))
         if itr == self.fail_at:
             raise self.fail_with(f"sampler failed at {itr}")
+        if itr == self.signal_at:
+            os.kill(os.getpid(), self.stop_signal)
         T, B = self.batch_spec.T, self.batch_spec.B
         obs = torch.as_tensor(self.rng.normal(size=(T, B, OBS_DIM)), dtype=torch.float32)
         reward = torch.as_tensor(self.rng.normal(size=(T, B)), dtype=torch.float32)
+        if self.nan_at is not None and itr >= self.nan_at:
+            reward[:] = float("nan")
         traj_infos = []
         for t in range(T):
             for b in range(B):

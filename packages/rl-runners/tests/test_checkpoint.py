@@ -1,6 +1,6 @@
 import os
-import pickle
 import random
+import re
 import signal
 
 import numpy as np
@@ -14,9 +14,11 @@ from rl_runners import (
     companion_path,
     find_checkpoint,
     get_rng_state,
+    load_data,
     logger,
     logger_context,
     make_seed,
+    save_data,
     set_rng_state,
     set_seed,
 )
@@ -26,13 +28,17 @@ from rl_runners import (
     ("mode", "gap", "files"),
     [
         ("none", 1, []),
-        ("last", 1, ["params.pt", "sampler_state.pkl"]),
+        ("last", 1, ["params.pt", "sampler_state-ID.npz"]),
         (
             "all",
             1,
-            [f"itr_{i}{s}" for i in (1, 3, 5, 7) for s in (".pt", "_sampler_state.pkl")],
+            [f"itr_{i}{s}" for i in (1, 3, 5, 7) for s in (".pt", "_sampler_state-ID.npz")],
         ),
-        ("gap", 4, ["itr_3.pt", "itr_3_sampler_state.pkl", "itr_7.pt", "itr_7_sampler_state.pkl"]),
+        (
+            "gap",
+            4,
+            ["itr_3.pt", "itr_3_sampler_state-ID.npz", "itr_7.pt", "itr_7_sampler_state-ID.npz"],
+        ),
     ],
 )
 def test_snapshot_modes(tmp_path, mode, gap, files):
@@ -40,30 +46,40 @@ def test_snapshot_modes(tmp_path, mode, gap, files):
     runner = MinibatchRl(algo, agent, sampler, n_steps=64, log_interval_steps=16)
     with logger_context(tmp_path, 0, "snap", snapshot_mode=mode, snapshot_gap=gap) as run_dir:
         runner.train()
-    written = sorted(p.name for p in run_dir.iterdir() if p.suffix in (".pt", ".pkl"))
-    assert written == sorted(files)
+    written = [p.name for p in run_dir.iterdir() if p.suffix in (".pt", ".npz")]
+    assert sorted(re.sub("-[0-9a-f]{32}", "-ID", name) for name in written) == sorted(files)
     assert not [p for p in run_dir.iterdir() if p.name.endswith(".tmp")]
-    for name in files:
+    for name in written:
         if name.endswith(".pt"):
             checkpoint = torch.load(run_dir / name, weights_only=True)
             assert name in ("params.pt", f"itr_{checkpoint['itr']}.pt")
+            assert checkpoint["sampler_file"] in written  # each snapshot names its own
     if mode == "last":
         assert torch.load(run_dir / "params.pt", weights_only=True)["itr"] == 7
 
 
-def test_the_logger_saves_nothing_outside_a_context_and_pickles_only_when_saving(tmp_path):
-    calls = []
-    assert logger.save_itr_params(0, {"a": 1}, {"x": lambda: calls.append(1)}) is None
+def test_the_logger_saves_nothing_outside_a_context(tmp_path):
+    assert logger.save_itr_params(0, {"a": 1}) is None
     with logger_context(tmp_path, 0, "n", snapshot_mode="gap", snapshot_gap=3) as run_dir:
         for itr in range(6):
-            logger.save_itr_params(itr, {"itr": itr}, {"extra": lambda: calls.append(1) or "x"})
-    assert len(calls) == 2
-    assert sorted(p.name for p in run_dir.glob("itr_*")) == [
-        "itr_2.pt",
-        "itr_2_extra.pkl",
-        "itr_5.pt",
-        "itr_5_extra.pkl",
-    ]
+            logger.save_itr_params(itr, {"itr": itr})
+    assert sorted(p.name for p in run_dir.glob("itr_*")) == ["itr_2.pt", "itr_5.pt"]
+
+
+def test_data_files_round_trip_and_load_without_pickle(tmp_path):
+    rng = np.random.default_rng(3)
+    tree = {"a": [1, 2.5, None, "x", True], "b": {"c": np.arange(6).reshape(2, 3)}}
+    tree["rng"] = rng.bit_generator.state  # (128-bit integers)
+    save_data(tree, tmp_path / "d.npz")
+    back = load_data(tmp_path / "d.npz")
+    assert back["a"] == tree["a"] and back["rng"] == tree["rng"]
+    assert np.array_equal(back["b"]["c"], tree["b"]["c"]) and back["b"]["c"].dtype == np.int64
+    with pytest.raises(TypeError, match="cannot be saved as data"):
+        save_data({"f": lambda: None}, tmp_path / "e.npz")
+    assert not (tmp_path / "e.npz").exists()
+    np.save(tmp_path / "objects.npy", np.array([{"x": 1}], dtype=object), allow_pickle=True)
+    with pytest.raises(ValueError, match="not a data file"):
+        load_data(tmp_path / "objects.npy")
 
 
 def test_atomic_write_never_leaves_a_half_written_file(tmp_path):
@@ -113,42 +129,25 @@ def test_ctrl_c_during_a_write_takes_effect_once_the_file_is_complete(tmp_path):
     assert torch.load(target, weights_only=True) == {"x": 1}
 
 
-@pytest.mark.usefixtures("ctrl_c_raises")
-def test_ctrl_c_between_a_snapshots_files_waits_for_the_last(tmp_path):
-    """A Ctrl-C after a snapshot's pickle is written but before the snapshot is: both are in
-    place, from the same iteration, when the KeyboardInterrupt arises."""
-    with logger_context(tmp_path, 0, "n", snapshot_mode="last") as run_dir:
-        logger.save_itr_params(1, {"itr": 1}, {"extra": lambda: 1})
-
-        def interrupted():
-            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C, before either file is written
-            return 3
-
-        with pytest.raises(KeyboardInterrupt):
-            logger.save_itr_params(3, {"itr": 3}, {"extra": interrupted})
-    assert torch.load(run_dir / "params.pt", weights_only=True)["itr"] == 3
-    assert pickle.loads((run_dir / "extra.pkl").read_bytes()) == 3
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
-
-
 def test_a_failed_snapshot_keeps_the_previous_one(tmp_path):
     with logger_context(tmp_path, 0, "n", snapshot_mode="last") as run_dir:
         logger.save_itr_params(1, {"itr": 1, "w": torch.ones(3)})
-        with pytest.raises((pickle.PicklingError, AttributeError, TypeError)):
+        with pytest.raises((AttributeError, TypeError)):
             logger.save_itr_params(3, {"itr": 3, "bad": lambda: None})
     assert torch.load(run_dir / "params.pt", weights_only=True)["itr"] == 1
-    assert sorted(os.listdir(run_dir)) == ["debug.log", "params.json", "params.pt", "progress.csv"]
+    files = sorted(n for n in os.listdir(run_dir) if n != ".lock")  # (the run lock, kept)
+    assert files == ["debug.log", "params.json", "params.pt", "progress.csv"]
 
 
 def test_find_checkpoint_and_companions(tmp_path):
-    for name in ("itr_9.pt", "itr_10.pt", "itr_2.pt", "itr_10_sampler_state.pkl"):
+    for name in ("itr_9.pt", "itr_10.pt", "itr_2.pt", "itr_10_sampler_state-0a.npz"):
         (tmp_path / name).write_bytes(b"")
     assert find_checkpoint(tmp_path).name == "itr_10.pt"  # by number, not by name
     (tmp_path / "params.pt").write_bytes(b"")
     assert find_checkpoint(tmp_path).name == "params.pt"
     assert find_checkpoint(tmp_path / "itr_2.pt").name == "itr_2.pt"
-    assert companion_path(tmp_path / "params.pt", "sampler_state").name == "sampler_state.pkl"
-    assert companion_path(tmp_path / "itr_10.pt", "s").name == "itr_10_s.pkl"
+    assert companion_path(tmp_path / "params.pt", "replay-0a").name == "replay-0a.npz"
+    assert companion_path(tmp_path / "itr_10.pt", "s", ".json").name == "itr_10_s.json"
 
 
 def test_rng_state_round_trips_through_a_weights_only_checkpoint(tmp_path):

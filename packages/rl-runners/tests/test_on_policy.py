@@ -235,7 +235,7 @@ def test_close_shuts_the_sampler_down_once(tmp_path):
         runner.load(tmp_path)
     checkpoint = torch.load(runner.save(tmp_path / "after.pt"), weights_only=True)
     assert checkpoint["next_itr"] == 2 and checkpoint["sampler_state"] is False
-    assert not (tmp_path / "after_sampler_state.pkl").exists()
+    assert not list(tmp_path.glob("after_sampler_state*"))
 
     with runner_for() as managed, context(tmp_path, "managed"):
         managed.learn(2)
@@ -281,7 +281,8 @@ def test_save_and_load_continue_the_curve_in_a_fresh_runner(full, saved, tmp_pat
     assert checkpoint["agent_state_dict"]["obs_count"] == 32  # the normaliser's statistics
     assert checkpoint["optimizer_state_dict"]["optimizer"]["state"]  # momentum buffers
     assert checkpoint["runner_state"]["progress_rows"] == 2
-    assert (path.parent / "model_4_sampler_state.pkl").is_file()
+    assert (path.parent / checkpoint["sampler_file"]).is_file()
+    assert checkpoint["sampler_file"].startswith("model_4_sampler_state-")
 
     fresh = runner_for(seed=None)
     assert fresh.load(path) == {"note": "half"}
@@ -386,7 +387,7 @@ def test_bad_checkpoints_are_refused_clearly(saved, tmp_path):
 
 def test_a_missing_sampler_state_is_a_warning_for_load(saved, tmp_path):
     _, path = saved
-    (path.parent / "model_4_sampler_state.pkl").unlink()
+    (path.parent / torch.load(path, weights_only=True)["sampler_file"]).unlink()
     runner = runner_for()
     with context(tmp_path, "warned") as run_dir:
         runner.load(path)

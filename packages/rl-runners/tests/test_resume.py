@@ -1,11 +1,18 @@
 import csv
-import pickle
+import os
 
 import pytest
 import torch
 from rl_runners_toys import StatelessToySampler, make
 
-from rl_runners import MinibatchRl, MinibatchRlEval, load_checkpoint, logger_context
+from rl_runners import (
+    MinibatchRl,
+    MinibatchRlEval,
+    load_checkpoint,
+    load_data,
+    logger_context,
+    save_data,
+)
 
 TIME_COLUMNS = {"CumTime (s)", "StepsPerSecond", "UpdatesPerSecond", "CumTrainTime", "CumEvalTime"}
 N_STEPS = 64  # 8 iterations of 8 steps, a row every 2
@@ -77,7 +84,8 @@ def test_resume_from_an_older_snapshot_after_a_crash_drops_the_later_rows(full_r
     with pytest.raises(RuntimeError):
         train(crashed, tmp_path, snapshot_mode="gap", snapshot_gap=4)
     run_dir = tmp_path / "run_0"
-    assert sorted(p.name for p in run_dir.glob("itr_*")) == ["itr_3.pt", "itr_3_sampler_state.pkl"]
+    checkpoint = load_checkpoint(run_dir / "itr_3.pt")
+    assert sorted(p.name for p in run_dir.glob("itr_*")) == ["itr_3.pt", checkpoint["sampler_file"]]
     _, rows = progress(run_dir)
     assert [r["Iteration"] for r in rows][-1] == "5"  # logged after the last snapshot
     resumed = runner_for(runner_cls, N_STEPS)
@@ -101,8 +109,7 @@ def test_the_checkpoint_holds_everything_and_loads_with_weights_only(tmp_path):
     assert state["progress_rows"] == 2
     assert len(state["traj_window"]) == checkpoint["cum_completed_trajs"]
     assert set(state["traj_window"][0]) == {"Length", "Return", "DiscountedReturn"}
-    with open(run_dir / "sampler_state.pkl", "rb") as f:
-        saved = pickle.load(f)
+    saved = load_data(run_dir / checkpoint["sampler_file"])
     assert saved["snapshot_id"] == checkpoint["snapshot_id"]
     assert saved["state"]["steps"] == runner.sampler.steps
 
@@ -110,7 +117,7 @@ def test_the_checkpoint_holds_everything_and_loads_with_weights_only(tmp_path):
 def test_a_sampler_without_state_dict_writes_no_state_and_still_resumes(tmp_path):
     half = runner_for(MinibatchRl, N_STEPS // 2, sampler_cls=StatelessToySampler)
     run_dir = train(half, tmp_path)
-    assert not (run_dir / "sampler_state.pkl").exists()
+    assert not list(run_dir.glob("sampler_state*"))
     resumed = runner_for(MinibatchRl, N_STEPS, sampler_cls=StatelessToySampler)
     resume(resumed, run_dir)
     _, rows = progress(run_dir)
@@ -139,15 +146,33 @@ def test_resume_refuses_a_checkpoint_it_cannot_continue_before_any_work(half_dir
 
 
 def test_resume_detects_a_sampler_state_of_another_snapshot(half_dir):
-    with open(half_dir / "sampler_state.pkl", "rb") as f:
-        saved = pickle.load(f)
+    state_file = half_dir / load_checkpoint(half_dir)["sampler_file"]
+    saved = load_data(state_file)
     saved["snapshot_id"] = "something else"
-    with open(half_dir / "sampler_state.pkl", "wb") as f:
-        pickle.dump(saved, f)
+    save_data(saved, state_file)
     runner = runner_for(MinibatchRl, N_STEPS)
     with pytest.raises(ValueError, match="does not belong to"):
         runner.resume(half_dir)
-    (half_dir / "sampler_state.pkl").unlink()
+    state_file.unlink()
     with pytest.raises(FileNotFoundError, match=r"sampler state .* is missing"):
         runner.resume(half_dir / "params.pt")
     assert runner.sampler.calls == []
+
+
+def test_resume_never_unpickles_a_file_of_the_run_directory(half_dir, tmp_path, capsys):
+    """A pickle whose loading would run a command, in place of a sampler state of the format
+    before states were data, is not opened: the environments start afresh."""
+    import pickle
+
+    class Payload:
+        def __reduce__(self):
+            return (os.system, (f"touch {tmp_path / 'pwned'}",))
+
+    checkpoint = load_checkpoint(half_dir)
+    (half_dir / checkpoint.pop("sampler_file")).unlink()
+    torch.save(checkpoint, half_dir / "params.pt")
+    (half_dir / "sampler_state.pkl").write_bytes(pickle.dumps({"state": Payload()}))
+    runner = runner_for(MinibatchRl, N_STEPS)
+    resume(runner, half_dir)
+    assert not (tmp_path / "pwned").exists()
+    assert "keeps its sampler state as a pickle, which is not opened" in capsys.readouterr().out

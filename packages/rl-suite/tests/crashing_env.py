@@ -1,4 +1,5 @@
-"""CartPole that ends its process once, midway (the Ray sweep tests' trial that dies).
+"""CartPoles that misbehave: one that ends its process once, midway (the Ray sweep tests' trial
+that dies), one whose rewards turn NaN (the non-finite guard's tests).
 
 ``gymnasium.make("crashing_env:CrashOnceCartPole-v1", crash_at=N, marker=PATH)`` imports
 this module (it must be importable: the tests put this folder on PYTHONPATH for Ray's
@@ -27,3 +28,19 @@ class CrashOnce(gymnasium.Wrapper):
 
 
 gymnasium.register("CrashOnceCartPole-v1", entry_point=CrashOnce)
+
+
+class NanRewards(gymnasium.Wrapper):
+    """CartPole whose rewards turn NaN from the ``nan_at``-th step on (the run must stop)."""
+
+    def __init__(self, nan_at: int, **kwargs: Any):
+        super().__init__(gymnasium.make("CartPole-v1", **kwargs))
+        self.nan_at, self.steps = nan_at, 0
+
+    def step(self, action: Any) -> Any:
+        self.steps += 1
+        observation, reward, terminated, truncated, info = self.env.step(action)
+        return observation, float("nan") if self.steps >= self.nan_at else reward, terminated, truncated, info
+
+
+gymnasium.register("NanRewardCartPole-v1", entry_point=NanRewards)

@@ -6,6 +6,7 @@ import json
 import shutil
 
 import pytest
+import torch
 
 import rl_suite
 from rl_suite._cli import main
@@ -78,9 +79,10 @@ def test_a_damaged_itr_checkpoint_names_another_and_that_one_works(run_copy, cap
 
 def test_a_damaged_sampler_state_is_named_by_resume(run_copy, capsys):
     run_dir = run_copy("last")
-    truncate(run_dir / "sampler_state.pkl")
+    state_file = run_dir / torch.load(run_dir / "params.pt", weights_only=True)["sampler_file"]
+    truncate(state_file)
     err = one_error_line(capsys, ["resume", str(run_dir)])
-    assert f"{run_dir / 'sampler_state.pkl'} (the environments' state saved with params.pt)" in err
+    assert f"{state_file} (the environments' state saved with params.pt)" in err
     assert "not readable (truncated or damaged?)" in err
 
 

@@ -600,6 +600,8 @@ class BaseNStepReturnBuffer(BaseReplayBuffer):
         try:
             with os.fdopen(fd, "wb") as f:
                 np.savez(f, allow_pickle=False, **self.state_dict())  # as load reads it
+                f.flush()
+                os.fsync(f.fileno())  # (on disk before it is renamed into place)
             os.replace(tmp, path)
         except BaseException:
             with contextlib.suppress(FileNotFoundError):

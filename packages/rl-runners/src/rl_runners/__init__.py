@@ -12,11 +12,20 @@ the processes it runs in (``SyncRl``: a ``ProcessGroup``).  Rows go through ``lo
 from importlib.metadata import version
 
 from ._async_rl import AsyncRl, AsyncRlBase, AsyncRlEval
-from ._checkpoint import atomic_write, companion_path, find_checkpoint, load_checkpoint
+from ._checkpoint import (
+    atomic_write,
+    companion_path,
+    find_checkpoint,
+    load_checkpoint,
+    load_data,
+    remove_partial_writes,
+    save_data,
+)
 from ._checkpointer import CHECKPOINT_FORMAT, Checkpointer, read_checkpoint
 from ._console import ProgBarCounter
 from ._evaluator import Evaluator
 from ._group import ProcessGroup, SingleProcess
+from ._guard import FiniteGuard, NonFiniteError
 from ._logger import SNAPSHOT_MODES, Logger, logger, logger_context
 from ._minibatch_rl import MinibatchRl, MinibatchRlBase, MinibatchRlEval
 from ._modes import AgentModes
@@ -31,6 +40,7 @@ from ._protocols import (
     InferenceAgentProtocol,
     SamplerProtocol,
 )
+from ._run_lock import RunDirInUse
 from ._seed import get_rng_state, make_seed, set_rng_state, set_seed
 from ._sync_rl import SyncRl, SyncRlEval, SyncRlMixin, find_port
 
@@ -51,15 +61,18 @@ __all__ = [
     "Checkpointer",
     "DeployedPolicy",
     "Evaluator",
+    "FiniteGuard",
     "InferenceAgentProtocol",
     "Logger",
     "MinibatchRl",
     "MinibatchRlBase",
     "MinibatchRlEval",
+    "NonFiniteError",
     "OnPolicyRunner",
     "ProcessGroup",
     "ProgBarCounter",
     "Progress",
+    "RunDirInUse",
     "SamplerProtocol",
     "SingleProcess",
     "SyncRl",
@@ -72,10 +85,13 @@ __all__ = [
     "find_port",
     "get_rng_state",
     "load_checkpoint",
+    "load_data",
     "logger",
     "logger_context",
     "make_seed",
     "read_checkpoint",
+    "remove_partial_writes",
+    "save_data",
     "set_rng_state",
     "set_seed",
 ]

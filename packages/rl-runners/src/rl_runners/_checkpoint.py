@@ -1,10 +1,13 @@
-"""Checkpoint files: atomic writes, where a checkpoint's companions lie, finding and loading."""
+"""Checkpoint files: atomic writes, data files that load without running code, where a
+checkpoint's companions lie, finding and loading."""
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import io
+import json
 import os
-import pickle
 import re
 import signal
 import threading
@@ -12,6 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
+import numpy as np
 import torch
 
 __all__ = [
@@ -19,7 +23,9 @@ __all__ = [
     "companion_path",
     "find_checkpoint",
     "load_checkpoint",
-    "save_pickle",
+    "load_data",
+    "remove_partial_writes",
+    "save_data",
     "save_torch",
 ]
 
@@ -48,13 +54,21 @@ def ctrl_c_deferred() -> Iterator[None]:
 
 
 def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], object]) -> Path:
-    """Write ``path`` through ``write(file)`` into a temporary file beside it, then rename it
-    over ``path``: readers see the old file or the complete new one, never a part. A Ctrl-C
-    during the write takes effect once the file is in place."""
+    """Write ``path`` through ``write(file)`` into a temporary file beside it, flushed to
+    disk, then rename it over ``path`` and flush the directory: readers see the old file or
+    the complete new one, never a part, even after a crash. A Ctrl-C during the write takes
+    effect once the file is in place. A full disk is an OSError that names ``path``."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with ctrl_c_deferred():
-        _write_and_rename(tmp, path, write)
+        try:
+            _write_and_rename(tmp, path, write)
+        except OSError as e:
+            if e.errno not in (errno.ENOSPC, errno.EDQUOT) or str(path) in str(e):
+                raise
+            raise OSError(
+                e.errno, f"{e.strerror} while writing {path}; the file it replaces is kept"
+            ) from e
     return path
 
 
@@ -68,25 +82,99 @@ def _write_and_rename(tmp: Path, path: Path, write: Callable[[IO[bytes]], object
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+    sync_directory(path.parent)
+
+
+def sync_directory(directory: Path) -> None:
+    """Flush a directory's entries (a rename in it) to disk, where the system allows."""
+    with contextlib.suppress(OSError):  # (not every system opens directories)
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def remove_partial_writes(directory: str | os.PathLike) -> list[Path]:
+    """Delete the temporary files (``.<name>.tmp``) a killed writer left in ``directory``;
+    returns them. Only for a directory no other process writes (a run directory, locked)."""
+    removed = []
+    for tmp in Path(directory).glob(".*.tmp"):
+        if tmp.is_file():
+            tmp.unlink(missing_ok=True)
+            removed.append(tmp)
+    return removed
 
 
 def save_torch(obj: Any, path: str | os.PathLike) -> Path:
-    """``torch.save`` made atomic."""
-    return atomic_write(path, lambda f: torch.save(obj, f))
+    """``torch.save`` made atomic (serialized in memory first: a full disk is then a plain
+    OSError from the write, not an error inside torch's zip writer)."""
+    buffer = io.BytesIO()
+    torch.save(obj, buffer)
+    return atomic_write(path, lambda f: f.write(buffer.getbuffer()))
 
 
-def save_pickle(obj: Any, path: str | os.PathLike) -> Path:
-    """``pickle.dump`` made atomic."""
-    return atomic_write(path, lambda f: pickle.dump(obj, f, protocol=pickle.HIGHEST_PROTOCOL))
+# Data files: a tree of dicts (string keys), lists, None, bools, numbers, strings and numpy
+# arrays, kept as JSON with each array in an .npz beside it; read back with
+# allow_pickle=False, so nothing in them can run code.
+_TREE, _ARRAY = "__tree__", "__array__"
 
 
-def companion_path(checkpoint: str | os.PathLike, name: str) -> Path:
-    """Where the pickle ``name`` saved with ``checkpoint`` lies: ``<name>.pkl`` beside
-    ``params.pt``, ``itr_<n>_<name>.pkl`` beside ``itr_<n>.pt``."""
+def save_data(tree: Any, path: str | os.PathLike) -> Path:
+    """Write ``tree`` (see above) to the .npz file ``path``, atomically."""
+    arrays: dict[str, np.ndarray] = {}
+
+    def encode(value: Any) -> Any:
+        if isinstance(value, np.ndarray):
+            if value.dtype.hasobject:
+                raise TypeError(f"an array of Python objects cannot be saved as data: {value!r}")
+            arrays[f"a{len(arrays)}"] = value
+            return {_ARRAY: f"a{len(arrays) - 1}"}
+        if isinstance(value, dict):
+            if not all(isinstance(k, str) for k in value):
+                raise TypeError(f"a dict saved as data needs string keys, got {list(value)}")
+            return {k: encode(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [encode(v) for v in value]
+        if value is None or isinstance(value, bool | int | float | str):
+            return value
+        if isinstance(value, np.generic):  # (read back as a Python number)
+            return value.item()
+        raise TypeError(f"a {type(value).__name__} cannot be saved as data: {value!r}")
+
+    text = json.dumps(encode(tree))
+    arrays[_TREE] = np.frombuffer(text.encode("utf-8"), np.uint8)
+    return atomic_write(path, lambda f: np.savez(f, allow_pickle=False, **arrays))
+
+
+def load_data(path: str | os.PathLike) -> Any:
+    """The tree ``save_data`` wrote to ``path``; a file that is not one is a ValueError."""
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            arrays = {name: data[name] for name in data.files}
+        tree = json.loads(arrays.pop(_TREE).tobytes().decode("utf-8"))
+    except Exception as e:  # (zip, refused pickle, JSON and EOF errors alike)
+        raise ValueError(f"{str(path)!r} is not a data file of save_data: {e}") from e
+
+    def decode(value: Any) -> Any:
+        if isinstance(value, dict):
+            if set(value) == {_ARRAY}:
+                return arrays[value[_ARRAY]]
+            return {k: decode(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [decode(v) for v in value]
+        return value
+
+    return decode(tree)
+
+
+def companion_path(checkpoint: str | os.PathLike, name: str, suffix: str = ".npz") -> Path:
+    """Where the file ``name`` saved with ``checkpoint`` lies: ``<name><suffix>`` beside
+    ``params.pt``, ``<stem>_<name><suffix>`` beside any other ``<stem>.pt``."""
     checkpoint = Path(checkpoint)
     if checkpoint.name == "params.pt":
-        return checkpoint.with_name(f"{name}.pkl")
-    return checkpoint.with_name(f"{checkpoint.stem}_{name}.pkl")
+        return checkpoint.with_name(f"{name}{suffix}")
+    return checkpoint.with_name(f"{checkpoint.stem}_{name}{suffix}")
 
 
 def find_checkpoint(path: str | os.PathLike) -> Path:

@@ -3,26 +3,29 @@
 from __future__ import annotations
 
 import os
-import pickle
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol, cast
 
 import torch
 
-from ._checkpoint import companion_path, ctrl_c_deferred, find_checkpoint, save_pickle, save_torch
+from ._checkpoint import (
+    companion_path,
+    ctrl_c_deferred,
+    find_checkpoint,
+    load_data,
+    save_data,
+    save_torch,
+)
 from ._logger import logger
 from ._progress import Progress
 from ._protocols import AgentProtocol, AlgoProtocol, SamplerProtocol, missing_methods
 from ._seed import get_rng_state, set_rng_state
 
-__all__ = ["CHECKPOINT_FORMAT", "Checkpointer", "read_checkpoint", "write_checkpoint"]
+__all__ = ["CHECKPOINT_FORMAT", "Checkpointer", "read_checkpoint"]
 
 CHECKPOINT_FORMAT = 1
-SAMPLER_STATE = "sampler_state"
-
-Pickles = Mapping[str, Callable[[], Any]]
 
 
 class CheckpointedRunner(Protocol):
@@ -59,15 +62,6 @@ def read_checkpoint(path: str | os.PathLike) -> tuple[Path, Any]:
     return checkpoint_path, checkpoint
 
 
-def write_checkpoint(path: Path, params: dict[str, Any], pickles: Pickles | None) -> None:
-    """The companion pickles, then the checkpoint, each atomically; a Ctrl-C meanwhile
-    takes effect once all are in place."""
-    with ctrl_c_deferred():
-        for name, make in (pickles or {}).items():
-            save_pickle(make(), companion_path(path, name))
-        save_torch(params, path)
-
-
 class ReplayAlgo(Protocol):
     """An algorithm whose replay buffer snapshots keep (``Checkpointer(replay=True)``)."""
 
@@ -89,19 +83,26 @@ def _progress(runner: CheckpointedRunner) -> Progress:
     return runner.progress
 
 
-def _replay_path(checkpoint: Path, snapshot_id: str) -> Path:
-    return companion_path(checkpoint, f"replay-{snapshot_id}").with_suffix(".npz")
+def _companion(checkpoint: Path, kind: str, snapshot_id: str) -> Path:
+    """A snapshot's file of ``kind`` (``replay``, ``sampler_state``): named after the
+    snapshot, so never paired with another one."""
+    return companion_path(checkpoint, f"{kind}-{snapshot_id}")
 
 
 class Checkpointer:
     """Writes a runner's snapshots and restores them (see the README's "Checkpoints").
 
-    ``replay``: each snapshot also keeps the algorithm's replay buffer (its
-    ``save_replay(path)`` / ``load_replay(path)``) in an ``.npz`` beside it.
+    A snapshot is the checkpoint file (``params.pt`` or ``itr_<n>.pt``: tensors and plain
+    values) and the files it names beside it: the sampler's state (``sampler_state-<id>.npz``,
+    arrays and JSON) and, with ``replay``, the algorithm's replay buffer (its
+    ``save_replay(path)`` / ``load_replay(path)``, ``replay-<id>.npz``). Each is written
+    whole and renamed into place, the checkpoint file last: it commits the snapshot, and the
+    previous one's files are removed only after it.
     """
 
     def __init__(self, replay: bool = False):
         self.replay = bool(replay)
+        self._unsaved_warned = False
 
     def check_algo(self, algo: object) -> None:
         if self.replay and missing_methods(ReplayAlgo, algo):
@@ -130,47 +131,64 @@ class Checkpointer:
             "sampler_state": hasattr(runner.sampler, "state_dict"),
         }
 
-    def save(self, runner: CheckpointedRunner, itr: int) -> None:
-        """The snapshot of ``itr``, if the logger's snapshot mode keeps one."""
-        path = logger.snapshot_path(itr)
+    def save(self, runner: CheckpointedRunner, itr: int, always: bool = False) -> Path | None:
+        """The snapshot of ``itr``, if the logger's snapshot mode keeps one (``always``: in
+        any mode but ``none``, e.g. when the run is stopped); returns its path."""
+        path = logger.snapshot_path(itr, always)
         if path is None:
-            return
-        self.write(runner, path, itr, lambda p, pickles: logger.save_itr_params(itr, p, pickles))
+            return None
+        self.write(runner, path, itr)
         logger.debug(f"Saved snapshot {path.name}.")
+        return path
 
     def write(
         self,
         runner: CheckpointedRunner,
         path: Path,
         itr: int,
-        write: Callable[[dict[str, Any], Pickles | None], Any],
         extra: Mapping[str, Any] | None = None,
-    ) -> None:
-        """The snapshot of ``itr`` (with ``extra`` keys) for the file ``path``, handed to
-        ``write(params, pickles)``; the replay buffer, with ``replay``, is saved beside
-        ``path`` first and the one of the previous snapshot there removed."""
+    ) -> list[Path]:
+        """Write the snapshot of ``itr`` (with ``extra`` keys) as the checkpoint file
+        ``path`` and its companions (see the class); returns the files, ``path`` last."""
         params = runner.get_itr_snapshot(itr)
         params.update(extra or {})
         params["snapshot_id"] = snapshot_id = uuid.uuid4().hex
-        pickles = None
-        if params["sampler_state"]:  # (the sampler has state_dict: see snapshot)
-            next_itr, sampler = _progress(runner).next_itr, cast(StatefulSampler, runner.sampler)
-
-            def sampler_state() -> dict[str, Any]:
-                state = sampler.state_dict()
-                return {"snapshot_id": snapshot_id, "next_itr": next_itr, "state": state}
-
-            pickles = {SAMPLER_STATE: sampler_state}
-        replay_file = None
-        if self.replay:  # named after the snapshot: never paired with another one
-            replay_file = _replay_path(path, snapshot_id)
-            cast(ReplayAlgo, runner.algo).save_replay(replay_file)  # (check_algo saw to it)
-            params["replay_file"] = replay_file.name
-        write(params, pickles)
-        if replay_file is not None:  # the older snapshot's replay, now unused
-            for old in path.parent.glob(_replay_path(path, "*").name):
-                if old != replay_file:
+        files = []
+        with ctrl_c_deferred():
+            if self.replay:
+                replay_file = _companion(path, "replay", snapshot_id)
+                cast(ReplayAlgo, runner.algo).save_replay(replay_file)  # (check_algo saw to it)
+                params["replay_file"] = replay_file.name
+                files.append(replay_file)
+            state = self._sampler_state(runner) if params["sampler_state"] else None
+            params["sampler_state"] = state is not None
+            if state is not None:
+                sampler_file = _companion(path, "sampler_state", snapshot_id)
+                state = {"snapshot_id": snapshot_id, "next_itr": params["next_itr"], **state}
+                save_data(state, sampler_file)
+                params["sampler_file"] = sampler_file.name
+                files.append(sampler_file)
+            save_torch(params, path)  # the commit
+            files.append(path)
+        for kind in ("replay", "sampler_state"):  # the previous snapshot's, now unused
+            for old in path.parent.glob(_companion(path, kind, "*").name):
+                if old not in files:
                     old.unlink(missing_ok=True)
+        return files
+
+    def _sampler_state(self, runner: CheckpointedRunner) -> dict[str, Any] | None:
+        """The sampler's state as data; None, said once, when its environments' state cannot
+        be written as data (a resume then restarts them)."""
+        try:
+            return {"state": cast(StatefulSampler, runner.sampler).state_dict()}
+        except TypeError as e:  # (rl_samplers.UnsavedState among them)
+            if not self._unsaved_warned:
+                self._unsaved_warned = True
+                logger.log(
+                    f"WARNING: snapshots keep no environment state ({e}); a resume restarts "
+                    "the environments."
+                )
+            return None
 
     # --------------------------------------------------------------- reading
     def for_resume(
@@ -222,7 +240,7 @@ class Checkpointer:
         path: Path,
         required: bool = True,
     ) -> Any:
-        """The sampler's state pickled beside ``path`` (None when there is none to load).
+        """The sampler's state saved beside ``path`` (None when there is none to load).
         A missing or mismatched file is an error when ``required``, else a warning."""
         if not hasattr(runner.sampler, "load_state_dict"):
             if checkpoint["sampler_state"]:
@@ -234,25 +252,22 @@ class Checkpointer:
         if not checkpoint["sampler_state"]:
             logger.log("WARNING: the checkpoint holds no sampler state; environments start afresh.")
             return None
-        sampler_file = companion_path(path, SAMPLER_STATE)
-        problem = None
+        if "sampler_file" not in checkpoint:  # (written before sampler states were data)
+            logger.log(
+                f"WARNING: {str(path)!r} keeps its sampler state as a pickle, which is not "
+                "opened (unpickling a run's files can run code); the environments start afresh."
+            )
+            return None
+        sampler_file = path.parent / checkpoint["sampler_file"]
         if not sampler_file.is_file():
             problem = f"its sampler state {str(sampler_file)!r} is missing"
             if required:
                 raise FileNotFoundError(f"cannot resume from {str(path)!r}: {problem}")
-        else:
-            with open(sampler_file, "rb") as f:
-                saved = pickle.load(f)
-            if saved.get("snapshot_id") != checkpoint["snapshot_id"]:
-                problem = f"{str(sampler_file)!r} does not belong to {str(path)!r}"
-                if required:
-                    raise ValueError(
-                        f"{problem} (the run was stopped between writing the two); resume "
-                        "from another snapshot"
-                    )
-        if problem is not None:
             logger.log(f"WARNING: {problem}; the environments start afresh.")
             return None
+        saved = load_data(sampler_file)
+        if saved.get("snapshot_id") != checkpoint["snapshot_id"]:
+            raise ValueError(f"{str(sampler_file)!r} does not belong to {str(path)!r}")
         return saved["state"]
 
     def restore(

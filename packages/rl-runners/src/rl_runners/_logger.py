@@ -15,7 +15,7 @@ import io
 import json
 import math
 import os
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
@@ -24,8 +24,9 @@ import numpy as np
 
 from rl_arrays import as_count
 
-from ._checkpoint import atomic_write, companion_path, ctrl_c_deferred, save_pickle, save_torch
+from ._checkpoint import atomic_write, remove_partial_writes, save_torch
 from ._console import print_line
+from ._run_lock import run_dir_lock
 from ._values import plain
 
 __all__ = ["SNAPSHOT_MODES", "Logger", "logger", "logger_context", "summary_line"]
@@ -340,38 +341,25 @@ class Logger:
     def get_snapshot_gap(self) -> int:
         return self._snapshot_gap
 
-    def snapshot_path(self, itr: int) -> Path | None:
-        """Where ``save_itr_params(itr, ...)`` would write; ``None`` when it would not."""
+    def snapshot_path(self, itr: int, always: bool = False) -> Path | None:
+        """Where ``save_itr_params(itr, ...)`` would write; ``None`` when it would not
+        (``always``: a path in any mode but ``none``, as ``all`` names it)."""
         if self._snapshot_dir is None or self._snapshot_mode == "none":
             return None
         if self._snapshot_mode == "last":
             return self._snapshot_dir / "params.pt"
-        if self._snapshot_mode == "all" or (itr + 1) % self._snapshot_gap == 0:
+        if always or self._snapshot_mode == "all" or (itr + 1) % self._snapshot_gap == 0:
             return self._snapshot_dir / f"itr_{itr}.pt"
         return None
 
-    def save_itr_params(
-        self,
-        itr: int,
-        params: Mapping[str, Any],
-        pickles: Mapping[str, Callable[[], Any]] | None = None,
-    ) -> Path | None:
-        """Save the snapshot ``params`` of iteration ``itr`` as the snapshot mode says, each
-        file written atomically; returns its path (``None`` when nothing was saved).
-
-        ``pickles`` maps a name to a function giving an object that ``torch.load`` with
-        ``weights_only`` could not read back (e.g. a sampler's environments); it is called
-        only when a snapshot is written, and its result pickled beside the snapshot (see
-        ``companion_path``) before the snapshot itself is written. A Ctrl-C meanwhile takes
-        effect once all are written, so it never leaves a snapshot beside another's pickles.
-        """
+    def save_itr_params(self, itr: int, params: Mapping[str, Any]) -> Path | None:
+        """Save the snapshot ``params`` of iteration ``itr`` as the snapshot mode says,
+        atomically; returns its path (``None`` when nothing was saved). The runners write
+        theirs through ``Checkpointer``, which also keeps what lies beside it."""
         path = self.snapshot_path(itr)
         if path is None:
             return None
-        with ctrl_c_deferred():
-            for name, make in (pickles or {}).items():
-                save_pickle(make(), companion_path(path, name))
-            save_torch(dict(params), path)
+        save_torch(dict(params), path)
         return path
 
 
@@ -431,6 +419,24 @@ def logger_context(
         raise TypeError(f"log_params must be a mapping or None, got {type(log_params).__name__}")
     run_dir = _run_dir(log_dir, run_ID, override_prefix)
     run_dir.mkdir(parents=True, exist_ok=True)
+    with run_dir_lock(run_dir):
+        remove_partial_writes(run_dir)  # (a killed writer's: no other process writes here)
+        with _logging_to(
+            run_dir, name, run_ID, log_params, snapshot_mode, snapshot_gap, use_summary_writer
+        ):
+            yield run_dir
+
+
+@contextmanager
+def _logging_to(
+    run_dir: Path,
+    name: str,
+    run_ID: Any,
+    log_params: Mapping[str, Any] | None,
+    snapshot_mode: str,
+    snapshot_gap: int,
+    use_summary_writer: bool,
+) -> Iterator[Path]:
     params_file = run_dir / "params.json"
     if log_params is not None or not params_file.exists():
         params = {**(log_params or {}), "name": name, "run_ID": run_ID}

@@ -17,11 +17,13 @@ import torch
 from ._checkpointer import CHECKPOINT_FORMAT, Checkpointer
 from ._evaluator import EvalAgent, EvalSampler, Evaluator
 from ._group import Group, SingleProcess
+from ._guard import FiniteGuard
 from ._logger import logger
 from ._modes import AgentModes
 from ._progress import Progress, TrajStats, TrajWindow
 from ._protocols import AgentProtocol, AlgoProtocol, SamplerProtocol, missing_methods
 from ._seed import make_seed, set_seed
+from ._stop_signals import StopRequest, stop_requested_by_signals
 from ._values import positive_int, traj_record
 
 __all__ = [
@@ -154,6 +156,8 @@ class MinibatchRl:
         self.progress: Progress | None = None  # (made at startup)
         self._restore_affinity: Callable[[], None] | None = None  # (set at startup)
         self.stop_reached = False  # an evaluation reached the evaluator's stop_return
+        self.stopped_by: str | None = None  # the signal that stopped the run early
+        self.guard: FiniteGuard | None = None  # (made at startup)
         self.min_itr_learn = 0
 
     @property
@@ -215,6 +219,8 @@ class MinibatchRl:
         return n_itr
 
     def initialize_logging(self) -> None:
+        env = getattr(self.sampler, "env_kwargs", {}).get("id")
+        self.guard = FiniteGuard(self.algo.opt_info_fields, env)
         trajs: TrajStats = self.evaluator or TrajWindow(self.log_traj_window)
         self.progress = Progress(self.algo, self.itr_batch_size, self.log_interval_itrs, trajs)
         self.progress.stop_itr = self.n_itr
@@ -255,27 +261,64 @@ class MinibatchRl:
 
     def _iterate(self, stop_itr: int) -> None:
         """The iterations up to ``stop_itr`` (exclusive): act and step in the sampler, update,
-        then at each log interval evaluate, log and save."""
+        then at each log interval evaluate, log and save. A stop signal (SIGTERM, SIGUSR1)
+        ends the loop after the iteration under way, with a snapshot."""
         progress = self.progress
         assert progress is not None
         progress.stop_itr = stop_itr
-        for itr in range(progress.next_itr, stop_itr):
-            logger.set_iteration(itr)
-            with logger.prefix(f"itr #{itr} "):
-                self.modes.switch("sample", itr)
-                samples, traj_infos = self.sampler.obtain_samples(itr)
-                self.modes.switch("train", itr)
-                opt_info = self.algo.optimize_agent(itr, samples)
-                progress.next_itr = itr + 1
-                self.store_diagnostics(itr, traj_infos, opt_info)
-                if (itr + 1) % self.log_interval_itrs == 0:
-                    self._log_interval(itr)
-                    if self.stop_reached:
+        with stop_requested_by_signals() as stop:
+            for itr in range(progress.next_itr, stop_itr):
+                logger.set_iteration(itr)
+                with logger.prefix(f"itr #{itr} "):
+                    self._one_iteration(itr)
+                    if (itr + 1) % self.log_interval_itrs == 0:
+                        self._log_interval(itr)
+                        if self.stop_reached:
+                            break
+                    if self._stop_asked(stop):
+                        self._stop_early(itr, stop.signal)
                         break
+
+    def _one_iteration(self, itr: int) -> None:
+        assert self.progress is not None and self.guard is not None
+        try:
+            self.modes.switch("sample", itr)
+            samples, traj_infos = self.sampler.obtain_samples(itr)
+            self.modes.switch("train", itr)
+            opt_info = self.algo.optimize_agent(itr, samples)
+        except Exception:
+            self.guard.check()  # a non-finite number met earlier is the likely cause: named
+            raise
+        agent: Any = self.agent
+        parameters = agent.parameters() if hasattr(agent, "parameters") else []
+        self.guard.observe(itr, samples, opt_info, parameters)
+        self.progress.next_itr = itr + 1
+        self.store_diagnostics(itr, traj_infos, opt_info)
+
+    def _stop_asked(self, stop: StopRequest) -> bool:
+        """Whether a stop signal came (to rank 0, in a group: every rank stops with it)."""
+        asked = stop.signal is not None
+        return self.group.agree(asked) if self.world_size > 1 else asked
+
+    def _stop_early(self, itr: int, signal: str | None) -> None:
+        """After a stop signal: the snapshot after ``itr`` (unless the log interval just
+        wrote it), then a line naming it."""
+        assert self.guard is not None
+        self.guard.check()  # (never a snapshot of non-finite parameters)
+        self.stopped_by = signal or "a stop signal"
+        if self.rank != 0:
+            return
+        logged = (itr + 1) % self.log_interval_itrs == 0 and logger.snapshot_path(itr) is not None
+        path = logger.snapshot_path(itr) if logged else self.checkpointer.save(self, itr, True)
+        saved = f"its snapshot is {path}; {self._continue_hint}" if path else "no snapshot kept"
+        logger.log(f"Stopped by {self.stopped_by} after {itr + 1} iterations: {saved}.")
 
     def _log_interval(self, itr: int) -> None:
         """Rank 0 evaluates (with an evaluator), writes the row and the snapshot; every rank
-        learns whether training ends here."""
+        learns whether training ends here. A non-finite number since the last interval stops
+        the run first."""
+        assert self.guard is not None
+        self.guard.check()
         if self.rank == 0 and self.evaluator is None:
             self.log_diagnostics(itr)
         elif self.rank == 0 and self.evaluator is not None:
@@ -366,6 +409,7 @@ class MinibatchRl:
                 self._shutdown(completed)
 
     def _shutdown(self, completed: bool) -> None:
+        self._failed = not completed
         if completed:
             self.shutdown()
             return
@@ -383,6 +427,7 @@ class MinibatchRl:
             self._restore_affinity()
         if self.rank == 0:
             done = self._done_itrs() >= self.n_itr or self.stop_reached
+            done = done and not getattr(self, "_failed", False)
             logger.log("Training complete." if done else "Runner stopped.")
 
 

@@ -20,7 +20,7 @@ import torch
 
 from rl_arrays import buffer_to, torchify_buffer
 
-from ._checkpointer import read_checkpoint, write_checkpoint
+from ._checkpointer import read_checkpoint
 from ._console import ProgBarCounter
 from ._logger import logger
 from ._minibatch_rl import MinibatchRl
@@ -280,21 +280,16 @@ class OnPolicyRunner(MinibatchRl):
         """Write a checkpoint to ``path`` (its folder is created if needed): what a snapshot
         of ``MinibatchRl`` holds (agent state with its normalisation statistics, optimizer
         state, counters, random generators, runner bookkeeping) and ``infos`` under the key
-        ``"infos"``; with a sampler that has ``state_dict()``, its state is pickled beside
-        it (``<stem>_sampler_state.pkl``) first.  Each file is written atomically.  It loads
+        ``"infos"``; with a sampler that has ``state_dict()``, its state is saved beside
+        it as data (``<stem>_sampler_state-<id>.npz``), committed by the checkpoint file,
+        written last (see ``Checkpointer``).  It loads
         with ``torch.load(path, weights_only=True)``: ``infos`` must hold plain values
         (checked before anything is written).  Returns ``path``."""
         _check_infos(infos)
         self._ensure_started()
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        self.checkpointer.write(
-            self,
-            path,
-            self._done_itrs() - 1,
-            lambda params, pickles: write_checkpoint(path, params, pickles),
-            extra={"infos": infos},
-        )
+        self.checkpointer.write(self, path, self._done_itrs() - 1, extra={"infos": infos})
         logger.log(f"Saved checkpoint {path} after {self._done_itrs()} iterations.")
         return path
 

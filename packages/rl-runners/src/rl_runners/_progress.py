@@ -64,10 +64,11 @@ class TrajWindow:
         return columns
 
     def state(self) -> dict[str, Any]:
-        return {"traj_window": [dict(r) for r in self.window]}
+        return {"traj_window": [dict(r) for r in self.window], "new_completed": self.new_completed}
 
     def load_state(self, state: Mapping[str, Any]) -> None:
         self.window = deque(state["traj_window"], maxlen=self.size)
+        self.new_completed = state.get("new_completed", 0)
 
 
 class Progress:
@@ -177,11 +178,14 @@ class Progress:
             self.pbar = ProgBarCounter(self.log_interval_itrs)
 
     def state(self) -> dict[str, Any]:
-        """The bookkeeping a checkpoint keeps (``runner_state``), as plain values."""
+        """The bookkeeping a checkpoint keeps (``runner_state``), as plain values; between
+        log intervals (a run stopped by a signal) also what the next row has gathered."""
         return {
-            "cum_time": self.cum_time,
+            "cum_time": self.cum_time_before + time.time() - self.start_time,
             "cum_updates_counted": self.cum_updates,
             "last_update_counter": self.last_update_counter,
+            "last_log_next_itr": self.last_log_next_itr,
+            "opt_infos": _read_tensors(self.opt_infos),
             "traj_keys": list(self.traj_keys),
             "progress_rows": logger.tabular_row_count,
             **self.trajs.state(),
@@ -189,7 +193,9 @@ class Progress:
 
     def load_state(self, next_itr: int, cum_completed_trajs: int, state: Mapping[str, Any]):
         """Continue from a checkpoint's counters; the clock restarts now."""
-        self.next_itr = self.last_log_next_itr = next_itr
+        self.next_itr = next_itr
+        self.last_log_next_itr = state.get("last_log_next_itr", next_itr)
+        self.opt_infos = {k: list(state.get("opt_infos", {}).get(k, [])) for k in self.opt_infos}
         self.cum_completed_trajs = cum_completed_trajs
         self.cum_time_before = self.cum_time = state["cum_time"]
         self.cum_updates = state["cum_updates_counted"]

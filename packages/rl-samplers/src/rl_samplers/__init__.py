@@ -36,6 +36,7 @@ from ._collectors import (
 )
 from ._env import Env
 from ._env_checker import EnvCheckError, check_env
+from ._env_state import UnsavedState, load_state, state_of
 from ._gpu import (
     AlternatingSampler,
     GpuEvalCollector,
@@ -105,6 +106,9 @@ __all__ = [
     "TorchCartPole",
     "TorchPendulum",
     "TrajInfo",
+    "UnsavedState",
     "check_env",
+    "load_state",
     "make",
+    "state_of",
 ]

@@ -22,6 +22,7 @@ import numpy as np
 from rl_arrays import EnvStep, as_count, namedarraytuple
 
 from ._env import Env
+from ._env_state import load_state, state_of
 from ._spaces import IntBox
 from ._traj_info import TrajInfo
 
@@ -317,6 +318,20 @@ class AtariEnv(Env):
         game_score = float(score)
         reward = float((score > 0) - (score < 0)) if self._clip_reward else game_score
         return EnvStep(observation, reward, done, EnvInfo(game_score, traj_done, timeout))
+
+    def env_state(self) -> dict[str, Any]:
+        """Where the game is, as data a checkpoint keeps: ALE's state with its random
+        generator (as bytes) and this env's own frames and counters."""
+        ale_state = self._ale.cloneState(include_rng=True).serialize()
+        own = {k: v for k, v in vars(self).items() if k != "_ale"}
+        return {"ale": np.frombuffer(ale_state, np.uint8).copy(), "own": state_of(own, "AtariEnv")}
+
+    def load_env_state(self, state: dict[str, Any]) -> None:
+        """Continue from ``env_state()`` of an env made with the same arguments."""
+        ale_py, _ = _import_atari_deps()
+        own = {k: v for k, v in vars(self).items() if k != "_ale"}
+        vars(self).update(load_state(own, state["own"], "AtariEnv"))
+        self._ale.restoreState(ale_py.ALEState(np.asarray(state["ale"], np.uint8).tobytes()))
 
     def close(self) -> None:
         """Free the emulator; the env cannot be used afterwards."""

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from ._agent import SamplerAgent
 from ._base import BaseSampler
 from ._collectors import BaseCollector, CpuResetCollector, SerialEvalCollector
+from ._env_state import load_state, state_of
 from ._traj_info import TrajInfo
 
 __all__ = ["SerialSampler"]
@@ -98,9 +101,30 @@ class SerialSampler(BaseSampler):
         return completed
 
     def state_dict(self) -> dict[str, Any]:
-        """Where every environment is, to resume a run exactly: the environments themselves
-        (they must pickle), the collector's random generators, the agent inputs and the
-        episodes under way.  Meant to be pickled; a recurrent agent's state is not in it."""
+        """Where every environment is, to resume a run exactly, as plain data (arrays,
+        numbers, strings: see ``state_of``): the environments, the collector's random
+        generators, the agent inputs and the episodes under way; a recurrent agent's state
+        is not in it. ``UnsavedState`` when an environment's state cannot be written so."""
+        return state_of(self._resumed_parts(), "sampler")
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from ``state_dict()`` of a sampler made with the same arguments."""
+        parts = self._resumed_parts()
+        saved = {key: len(state["items"][key]["items"]) for key in ("envs", "eval_envs")}
+        if saved != {"envs": len(self.envs), "eval_envs": self.eval_n_envs}:
+            raise ValueError(
+                f"the saved state has {saved['envs']} environments and {saved['eval_envs']} "
+                f"evaluation ones; this sampler has {len(self.envs)} and {self.eval_n_envs}"
+            )
+        if parts["need_reset"] is None and isinstance(state["items"]["need_reset"], np.ndarray):
+            raise ValueError(
+                "the saved state is of a wait-reset collector; this sampler's "
+                f"{type(self.collector).__name__} resets environments mid-batch"
+            )
+        loaded = load_state(parts, state, "sampler")
+        self.agent_inputs, self.traj_infos = loaded["agent_inputs"], loaded["traj_infos"]
+
+    def _resumed_parts(self) -> dict[str, Any]:
         return dict(
             envs=self.envs,
             eval_envs=getattr(self, "eval_envs", []),
@@ -109,31 +133,6 @@ class SerialSampler(BaseSampler):
             agent_inputs=self.agent_inputs,
             traj_infos=self.traj_infos,
         )
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Continue from ``state_dict()`` of a sampler made with the same arguments."""
-        if len(state["envs"]) != len(self.envs) or len(state["eval_envs"]) != self.eval_n_envs:
-            raise ValueError(
-                f"the saved state has {len(state['envs'])} environments and "
-                f"{len(state['eval_envs'])} evaluation ones; this sampler has {len(self.envs)} "
-                f"and {self.eval_n_envs}"
-            )
-        need_reset = self.collector.need_reset
-        if state["need_reset"] is not None and need_reset is None:
-            raise ValueError(
-                "the saved state is of a wait-reset collector; this sampler's "
-                f"{type(self.collector).__name__} resets environments mid-batch"
-            )
-        for env in self.envs + getattr(self, "eval_envs", []):
-            env.close()
-        # In place: the collectors hold these very lists.
-        self.envs[:] = state["envs"]
-        if self.eval_n_envs:
-            self.eval_envs[:] = state["eval_envs"]
-        self.collector.rngs[:] = state["rngs"]
-        if state["need_reset"] is not None and need_reset is not None:
-            need_reset[:] = state["need_reset"]
-        self.agent_inputs, self.traj_infos = state["agent_inputs"], state["traj_infos"]
 
     def evaluate_agent(self, itr: int) -> list[TrajInfo]:
         if self.eval_n_envs == 0:

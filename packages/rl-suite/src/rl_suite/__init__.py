@@ -27,6 +27,7 @@ from rl_samplers import *  # noqa: F403
 
 from ._config import PRESETS, apply_overrides, make_config  # noqa: F401 (in TRAINER)
 from ._plot import plot_runs  # noqa: F401
+from ._stopped import RunStopped  # noqa: F401
 from ._sweep import load_sweep, run_sweep  # noqa: F401
 from ._trainer import build, evaluate, load_config, resume, train  # noqa: F401
 
@@ -36,6 +37,7 @@ PACKAGES = (rl_arrays, rl_replay, rl_samplers, rl_agents, rl_algos, rl_runners, 
 
 TRAINER = [
     "PRESETS",
+    "RunStopped",
     "apply_overrides",
     "build",
     "evaluate",

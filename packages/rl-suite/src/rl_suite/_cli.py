@@ -16,6 +16,8 @@ from pathlib import Path
 DEFAULT_ENVS = {"ddpg": "Pendulum-v1", "td3": "Pendulum-v1", "sac": "Pendulum-v1"}
 
 
+EXIT_STOPPED = 75  # (EX_TEMPFAIL) stopped by SIGTERM / SIGUSR1 with a snapshot: resume continues
+
 VERBOSE_HELP = "print the whole diagnostics table at each log interval, not one summary line"
 RUN_OR_CHECKPOINT_HELP = (
     "a run directory (its latest checkpoint), or one of its checkpoint files (itr_<n>.pt)"
@@ -342,6 +344,8 @@ def _list() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the `rl-suite` command line with `argv` (default: `sys.argv[1:]`); return the exit code."""
+    from ._stopped import RunStopped
+
     parser = _parser()
     args = parser.parse_args(argv)
     if args.version:
@@ -373,8 +377,12 @@ def main(argv: list[str] | None = None) -> int:
             from ._demo import run_demo
 
             print(run_demo(args.T, args.B, args.workers, args.start_method))
-    # (OSError: names its file; MemoryError: a buffer's size setting, as check_memory says)
-    except (ValueError, KeyError, OSError, ImportError, MemoryError) as error:
+    except RunStopped as stopped:
+        print(f"rl-suite {args.command}: {stopped}", file=sys.stderr)
+        return EXIT_STOPPED
+    # (OSError: names its file; MemoryError: a buffer's size setting, as check_memory says;
+    # FloatingPointError: a non-finite number, named, that stopped training)
+    except (ValueError, KeyError, OSError, ImportError, MemoryError, FloatingPointError) as error:
         message = error.args[0] if isinstance(error, KeyError) and error.args else str(error)
         message = message or type(error).__name__
         print(f"rl-suite {args.command}: error: {message}", file=sys.stderr)

@@ -593,8 +593,14 @@ def make_config(preset: str | None = None, **changes: Any) -> dict[str, Any]:
     return config
 
 
+JSON_WORDS = {"true": True, "false": False, "null": None}
+
+
 def parse_value(text: str) -> Any:
-    """A Python literal when it is one (numbers, lists, True, None ...), else the text."""
+    """A Python literal when it is one (numbers, lists, True, None ...), JSON's true, false
+    and null as well, else the text."""
+    if text in JSON_WORDS:
+        return JSON_WORDS[text]
     try:
         return ast.literal_eval(text)
     except (ValueError, SyntaxError):

@@ -16,20 +16,17 @@ import contextlib
 import csv
 import json
 import os
-import pickle
 import platform
 import shutil
 import tempfile
 import time
 import traceback
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from rl_launch import STDERR_FILE, STDOUT_FILE, ExperimentsSummary, RunResult, save_variant
-from rl_runners import Checkpointer, companion_path, find_checkpoint, load_checkpoint, logger
+from rl_runners import Checkpointer, find_checkpoint, load_checkpoint, logger
 
 from ._sweep import RAY_MISSING, SWEEP_FILE, TUNE_DIR, Sweep, write_json
 from ._sweep_run import RUN_INFO_FILE, run_affinity, run_config
@@ -65,15 +62,6 @@ def last_row(progress: Path) -> dict[str, float | str]:
     }
 
 
-def _save(
-    path: Path, params: dict[str, Any], pickles: Mapping[str, Callable[[], Any]] | None
-) -> None:
-    for name, make in (pickles or {}).items():
-        with open(companion_path(path, name), "wb") as f:
-            pickle.dump(make(), f, protocol=pickle.HIGHEST_PROTOCOL)
-    torch.save(params, path)
-
-
 def _link_or_copy(source: Path, target: Path) -> None:
     try:
         os.link(source, target)  # (the snapshot is replaced, never rewritten, in place)
@@ -93,31 +81,18 @@ class TuneCheckpointer(Checkpointer):
         self.run_dir = run_dir
 
     # (runner: rl_runners' CheckpointedRunner protocol, which that package does not export)
-    def save(self, runner: Any, itr: int) -> None:
+    def save(self, runner: Any, itr: int, always: bool = False) -> Path | None:
         from ray import tune
 
-        kept = logger.snapshot_path(itr)  # the run directory's own snapshot, if any
+        kept = logger.snapshot_path(itr, always)  # the run directory's own snapshot, if any
         with tempfile.TemporaryDirectory(prefix="rl-suite-checkpoint-") as staging:
-            path = kept or Path(staging) / "params.pt"
-            files: list[Path] = []
-
-            def write(
-                params: dict[str, Any], pickles: Mapping[str, Callable[[], Any]] | None
-            ) -> None:
-                if kept is not None:
-                    logger.save_itr_params(itr, params, pickles)
-                else:
-                    _save(path, params, pickles)
-                files.extend([path, *(companion_path(path, name) for name in pickles or {})])
-                if "replay_file" in params:  # (saved beside path before this is called)
-                    files.append(path.parent / params["replay_file"])
-
-            self.write(runner, path, itr, write)
+            files = self.write(runner, kept or Path(staging) / "params.pt", itr)
             if kept is not None:
                 for file in files:
                     _link_or_copy(file, Path(staging) / file.name)
             row = last_row(self.run_dir / "progress.csv")
             tune.report(row, checkpoint=tune.Checkpoint.from_directory(staging))
+        return kept
 
 
 def _slot(cpus: int) -> dict[str, Any]:

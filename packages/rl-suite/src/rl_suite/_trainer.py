@@ -15,7 +15,6 @@ import inspect
 import json
 import math
 import os
-import pickle
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -55,8 +54,8 @@ from rl_runners import (
     OnPolicyRunner,
     SyncRl,
     SyncRlEval,
-    companion_path,
     find_checkpoint,
+    load_data,
     logger_context,
 )
 from rl_samplers import (
@@ -88,8 +87,18 @@ from ._envs import (
     make_env,
     single_env_id,
 )
+from ._stopped import RunStopped
 
-__all__ = ["build", "evaluate", "load_config", "resume", "run_dir_for", "train"]
+__all__ = ["RunStopped", "build", "evaluate", "load_config", "resume", "run_dir_for", "train"]
+
+
+def _check_stopped(runner: Any, run_dir: Path) -> None:
+    if runner.stopped_by is not None:
+        raise RunStopped(
+            f"stopped by {runner.stopped_by} after {runner.progress.next_itr * runner.itr_batch_size}"
+            f" steps; continue with: rl-suite resume {run_dir}"
+        )
+
 
 ALGO_CLASSES = {
     "a2c": A2C,
@@ -573,6 +582,7 @@ def train(
         override_prefix=True,
     ):
         runner.train()
+    _check_stopped(runner, run_dir)
     return run_dir
 
 
@@ -697,16 +707,15 @@ def read_run_checkpoint(path: str | Path, command: str = "eval") -> tuple[Path, 
             f"{checkpoint_path} is not a readable checkpoint (truncated or damaged?): "
             f"{_first_line(error)}; {_other_checkpoints(checkpoint_path, command)}"
         ) from error
-    state_file = companion_path(checkpoint_path, "sampler_state")
-    if command == "resume" and checkpoint.get("sampler_state") and state_file.is_file():
+    sampler_file = checkpoint.get("sampler_file")
+    if command == "resume" and sampler_file and (checkpoint_path.parent / sampler_file).is_file():
         try:
-            with open(state_file, "rb") as f:
-                pickle.load(f)
-        except Exception as error:  # (unpickling and EOF errors alike)
+            load_data(checkpoint_path.parent / sampler_file)
+        except ValueError as error:
             raise ValueError(
-                f"{state_file} (the environments' state saved with {checkpoint_path.name}) is "
-                f"not readable (truncated or damaged?): {_first_line(error)}; "
-                f"{_other_checkpoints(checkpoint_path, command)}"
+                f"{checkpoint_path.parent / sampler_file} (the environments' state saved with "
+                f"{checkpoint_path.name}) is not readable (truncated or damaged?): "
+                f"{_first_line(error)}; {_other_checkpoints(checkpoint_path, command)}"
             ) from error
     return checkpoint_path, checkpoint
 
@@ -757,6 +766,7 @@ def resume(
         override_prefix=True,
     ):
         runner.resume(checkpoint)
+    _check_stopped(runner, run_dir)
     return run_dir
 
 
