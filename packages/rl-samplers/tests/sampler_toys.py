@@ -9,6 +9,7 @@ records what it was told (reset_one calls), so collectors can be checked step by
 from __future__ import annotations
 
 import os
+import time
 
 import numpy as np
 import torch
@@ -59,6 +60,18 @@ class CountingEnv(Env):
     @property
     def horizon(self):
         return self._horizon
+
+
+class SlowEnv(CountingEnv):
+    """A ``CountingEnv`` whose steps take ``delay`` seconds (a worker busy in a batch)."""
+
+    def __init__(self, delay=0.01, **kwargs):
+        super().__init__(**kwargs)
+        self.delay = delay
+
+    def step(self, action):
+        time.sleep(self.delay)
+        return super().step(action)
 
 
 def leaves(buffer, out=None):
@@ -141,6 +154,15 @@ class RankAgent(EchoAgent):
         action, _ = super().step(observation, prev_action, prev_reward)
         ranks = self.ranks if prev_reward.dim() else self.ranks[0]  # (the unbatched example)
         return AgentStep(action, AgentInfo(value=ranks))
+
+
+class NoisyAgent(EchoAgent):
+    """Acts at random, with torch's global generator (as a stochastic policy samples), in
+    training and in evaluation."""
+
+    def step(self, observation, prev_action, prev_reward):
+        action = torch.randint(0, self.n, observation.shape[:-1])
+        return AgentStep(action, AgentInfo(value=torch.rand(observation.shape[:-1])))
 
 
 def run_async_sampler(sampler, n_itr, ready, copied, infos, affinity=None):

@@ -5,15 +5,15 @@ device: a GPU, or the CPU).
 Per step, each worker waits for ``act_ready``, steps its environments with the actions in
 the shared step buffer, writes the results back (resetting done environments), and
 releases ``obs_ready``; the main process waits for every worker's ``obs_ready``, then
-computes the next actions.
+computes the next actions.  Both are one ``Gate`` per worker (a socket pair: a token each
+way), which the main process waits on together with the worker's end.
 """
 
 from __future__ import annotations
 
-import queue
 from collections.abc import Callable, Iterable
 from multiprocessing.context import BaseContext
-from multiprocessing.synchronize import Semaphore
+from multiprocessing.process import BaseProcess
 from typing import Any
 
 import numpy as np
@@ -33,7 +33,7 @@ from ._collectors import BaseCollector, reset_envs, step_envs, update_prev
 from ._env import Env
 from ._parallel import ParallelSamplerBase
 from ._traj_info import TrajInfo
-from ._worker import COLLECT, EVALUATE
+from ._worker import COLLECT, EVALUATE, Gate
 
 __all__ = [
     "AlternatingSampler",
@@ -67,8 +67,8 @@ class GpuResetCollector(BaseCollector):
         self,
         *args: Any,
         step: AttrDict,
-        act_ready: Semaphore,
-        obs_ready: Semaphore,
+        act_ready: Gate,
+        obs_ready: Gate,
         **kwargs: Any,
     ):
         super().__init__(*args, **kwargs)
@@ -131,8 +131,8 @@ class GpuEvalCollector:
         max_T: int,
         *,
         step: AttrDict,
-        act_ready: Semaphore,
-        obs_ready: Semaphore,
+        act_ready: Gate,
+        obs_ready: Gate,
     ):
         self.envs, self.TrajInfoCls, self.max_T = envs, TrajInfoCls, max_T
         self.step, self.act_ready, self.obs_ready = step, act_ready, obs_ready
@@ -168,6 +168,7 @@ class GpuSampler(ParallelSamplerBase):
     """
 
     agent_in_workers = False
+    report_evaluation = True  # (it stops the evaluation once enough episodes are in)
 
     def __init__(
         self,
@@ -204,13 +205,16 @@ class GpuSampler(ParallelSamplerBase):
         self.step = _step_buffer(examples, self.batch_spec.B)
         self.eval_step = _step_buffer(examples, max(self.eval_n_envs, 1))
         self.null_action = np.asarray(examples["action"])  # the example action is the null one
-        self.act_ready = [ctx.Semaphore(0) for _ in splits]
-        self.obs_ready = [ctx.Semaphore(0) for _ in splits]
-        self.splits, self.eval_splits = splits, eval_splits
+        self.ctx = ctx
+        self.gates: list[Gate] = []  # this process's ends of the workers' gates
 
     def _worker_extras(self, rank: int) -> dict[str, Any]:
         envs, eval_envs = self.splits[rank], self.eval_splits[rank]
-        semaphores = dict(act_ready=self.act_ready[rank], obs_ready=self.obs_ready[rank])
+        ours, theirs = self.ctx.Pipe()
+        self.gates.append(Gate(ours))
+        self._child_ends.append(theirs)
+        gate = Gate(theirs)  # (the worker acquires act_ready and releases obs_ready on it)
+        semaphores = dict(act_ready=gate, obs_ready=gate)
         eval_step = None
         if len(eval_envs):
             eval_step = _slice(self.eval_step, int(eval_envs[0]), int(eval_envs[-1]) + 1)
@@ -221,12 +225,35 @@ class GpuSampler(ParallelSamplerBase):
             eval_collector_kwargs=dict(step=eval_step, **semaphores),
         )
 
+    def _worker_started(self, rank: int, process: BaseProcess) -> None:
+        self.gates[rank].watch(process.sentinel)  # (a wait on it ends when the worker does)
+
+    def shutdown(self, kill: Iterable[int] = ()) -> None:
+        super().shutdown(kill)
+        for gate in getattr(self, "gates", []):
+            gate.conn.close()
+        self.gates = []
+
     # ------------------------------------------------------------------ the action server
+
+    def _go(self, workers: list[int]) -> None:
+        """Release ``act_ready`` for ``workers``."""
+        for w in workers:
+            try:
+                self.gates[w].release()
+                continue
+            except OSError:  # (its end is closed)
+                pass
+            self._failed(w)
 
     def _wait_obs(self, workers: list[int]) -> None:
         for w in workers:
-            while not self.obs_ready[w].acquire(timeout=0.5):
-                self._check_workers()
+            try:
+                stepped = self.gates[w].acquire(timeout=self.worker_timeout)
+            except (EOFError, OSError):  # (its end is closed)
+                stepped = False
+            if not stepped:
+                self._failed(w)
 
     def _act(self, step: AttrDict, envs: slice, t: int | None) -> None:
         """Select the actions of environments ``envs`` (recording them as step ``t``)."""
@@ -265,8 +292,7 @@ class GpuSampler(ParallelSamplerBase):
         every = slice(0, len(step.done))
         for t in range(n_steps):
             self._act(step, every, t if record else None)
-            for w in workers:
-                self.act_ready[w].release()
+            self._go(workers)
             self._wait_obs(workers)
             self._observe(step, every)
 
@@ -277,7 +303,7 @@ class GpuSampler(ParallelSamplerBase):
         self._refresh_agent()
         self.agent.sample_mode(itr)
         self.samples_np = self.buffers[db_idx]
-        self.ctrl.command(COLLECT, itr, db_idx)
+        self._command(COLLECT, itr, db_idx)
 
     def _collect(self, itr: int, db_idx: int) -> list[TrajInfo]:
         self._start_collecting(itr, db_idx)
@@ -301,47 +327,37 @@ class GpuSampler(ParallelSamplerBase):
         self._refresh_agent()
         self.agent.eval_mode(itr)  # (first: the reset is then of the evaluation state)
         self.agent.reset()
-        self.ctrl.command(EVALUATE, itr)
+        self._command(EVALUATE, itr)
         self._wait_obs(workers)  # first observations in
         n = self.eval_n_envs
         saved = self.prev_action, self.prev_reward
         self.prev_action = np.stack([self.null_action] * n)
         self.prev_reward = np.zeros(n, np.float32)
         infos: list[TrajInfo] = []
+        answered: set[int] = set()
         step = _slice(self.eval_step, 0, n)
         limit = self.eval_max_trajectories
-        served = finished = 0
+        served = 0
         try:
             while served < self.eval_max_T:
                 self._serve(step, workers, 1, record=False)
                 served += 1
-                new, done = self._drain()
-                infos, finished = infos + new, finished + done
+                # The step's episodes, worker by worker (a worker sends them before its
+                # obs_ready): the same order in every run.
+                for w in range(len(self.workers)):
+                    if w not in answered and self._receive(w, infos):
+                        answered.add(w)
                 if limit is not None and len(infos) >= limit:
                     break
         finally:
-            if served < self.eval_max_T:  # workers wait for one more action: say stop instead
-                self.ctrl.state[2] = 1
-                for w in workers:
-                    self.act_ready[w].release()
-            infos += self._gather(finished=finished)
+            if self.workers:  # (not ended by a failure)
+                if served < self.eval_max_T:  # workers wait for one more action: say stop
+                    self.stop_flag[0] = 1
+                    self._go(workers)
+                infos += self._gather(answered=answered)
             self.prev_action, self.prev_reward = saved
             self.agent.reset()
         return infos[:limit]
-
-    def _drain(self) -> tuple[list[TrajInfo], int]:
-        """What the workers reported so far: infos, and how many said they are done."""
-        infos: list[TrajInfo] = []
-        finished = 0
-        while True:
-            try:
-                item = self.ctrl.results.get_nowait()
-            except queue.Empty:
-                return infos, finished
-            if item is None:
-                finished += 1
-            else:
-                infos.append(item)
 
 
 class AlternatingSampler(GpuSampler):
@@ -404,8 +420,7 @@ class AlternatingSampler(GpuSampler):
         return infos
 
     def _release(self, group: tuple[list[int], slice]) -> None:
-        for w in group[0]:
-            self.act_ready[w].release()
+        self._go(group[0])
 
     def _observe_group(self, group: tuple[list[int], slice]) -> None:
         self._wait_obs(group[0])

@@ -3,34 +3,50 @@
 ``CpuSampler``: each worker also runs a copy of the agent, whose parameters live in shared
 memory.  Workers start with the platform's default method or ``start_method`` ("fork",
 "forkserver", "spawn"); with the latter two the environment class, its kwargs and the agent
-must pickle.  A worker that fails makes ``obtain_samples`` raise its traceback; ``shutdown``
-(or leaving a ``with`` block) ends every worker.
+must pickle.  A worker whose code raises makes ``obtain_samples`` raise a ``RuntimeError``
+with its traceback; one that dies, or says nothing for ``worker_timeout`` seconds, a
+``WorkerError`` naming it.  Either way every worker is ended first, as ``shutdown`` (or
+leaving a ``with`` block) does.
 """
 
 from __future__ import annotations
 
+import contextlib
+import math
 import multiprocessing as mp
 import os
-import queue
+import signal
+import time
 from collections.abc import Iterable
+from multiprocessing.connection import Connection, wait
 from multiprocessing.context import BaseContext
 from multiprocessing.process import BaseProcess
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 import numpy as np
+import psutil
 import torch.multiprocessing  # noqa: F401  (registers the pickling of shared tensors)
 
-from rl_arrays import EnvSpaces
+from rl_arrays import EnvSpaces, np_mp_array
 
 from ._agent import SamplerAgent
 from ._base import BaseSampler
 from ._collectors import BaseCollector, CpuResetCollector, SerialEvalCollector
 from ._traj_info import TrajInfo
-from ._worker import COLLECT, EVALUATE, QUIT, Control, sampling_process
+from ._worker import (
+    COLLECT,
+    DONE,
+    ERROR,
+    EVALUATE,
+    QUIT,
+    WorkerError,
+    WorkerTimeout,
+    sampling_process,
+)
 
 __all__ = ["CpuSampler", "ParallelSamplerBase"]
 
-WORKER_START_TIMEOUT = 300.0
+WORKER_START_TIMEOUT = 300.0  # (at least: imports and making the envs may take a while)
 
 StartMethod = Literal["fork", "forkserver", "spawn"]
 
@@ -48,18 +64,38 @@ def _env_slice(samples_np: Any, start: int, stop: int) -> Any:
 
 
 class ParallelSamplerBase(BaseSampler):
-    """Worker processes, each stepping a share of the ``batch_B`` environments."""
+    """Worker processes, each stepping a share of the ``batch_B`` environments.
+
+    ``worker_timeout``: seconds a worker may take to answer (a batch, an evaluation, a step
+    of the action server) before the run stops with a ``WorkerTimeout`` naming it."""
 
     agent_in_workers = True
+    report_evaluation = False  # whether workers send each evaluation episode as it ends
 
-    def __init__(self, *args: Any, start_method: StartMethod | None = None, **kwargs: Any):
+    def __init__(
+        self,
+        *args: Any,
+        start_method: StartMethod | None = None,
+        worker_timeout: float = 300.0,
+        **kwargs: Any,
+    ):
         super().__init__(*args, **kwargs)
         if start_method is not None and start_method not in mp.get_all_start_methods():
             raise ValueError(
                 f"start_method must be one of {mp.get_all_start_methods()}, got {start_method!r}"
             )
+        if (
+            isinstance(worker_timeout, bool)
+            or not isinstance(worker_timeout, (int, float))
+            or not 0 < worker_timeout < math.inf
+        ):
+            raise ValueError(f"worker_timeout must be seconds > 0, got {worker_timeout!r}")
         self.start_method = start_method
+        self.worker_timeout = float(worker_timeout)
         self.workers: list[BaseProcess] = []
+        self.links: list[Connection] = []  # this process's end of each worker's link
+        self._child_ends: list[Connection] = []  # the next worker's ends, closed once it runs
+        self._busy: set[int] = set()  # the workers that owe an answer
 
     def initialize(
         self,
@@ -108,9 +144,8 @@ class ParallelSamplerBase(BaseSampler):
         eval_seeds = self._env_seeds(seed, rank, self.eval_n_envs, offset=B)
         worker_seeds = self._seeds(seed, rank).generate_state(n_workers)
         ctx = mp.get_context(self.start_method)
-        self.ctrl = Control(ctx, n_workers)
+        self.stop_flag = np_mp_array(1, np.int64)  # the action server's "stop evaluating"
         common = dict(
-            ctrl=self.ctrl,
             EnvCls=self.EnvCls,
             env_kwargs=self.env_kwargs,
             eval_env_kwargs=self.eval_env_kwargs,
@@ -123,33 +158,50 @@ class ParallelSamplerBase(BaseSampler):
             eval_max_T=self.eval_max_T,
             agent=self.agent if self.agent_in_workers else None,
             main_pid=os.getpid(),
+            stop=self.stop_flag,
+            report_evaluation=self.report_evaluation,
         )
-        splits = np.array_split(np.arange(B), n_workers)
-        eval_splits = np.array_split(np.arange(self.eval_n_envs), n_workers)
-        self._prepare_workers(ctx, examples, splits, eval_splits)
-        for w, (envs, eval_envs) in enumerate(zip(splits, eval_splits, strict=True)):
-            start, stop = int(envs[0]), int(envs[-1]) + 1
-            worker = dict(
-                rank=w,
-                seed=int(worker_seeds[w]),
-                cpus=workers_cpus[w] if workers_cpus else None,
-                torch_threads=affinity.get("worker_torch_threads", 1),
-                env_seeds=[env_seeds[b] for b in envs],
-                global_B=self._global_B,
-                env_ranks=[rank * B + int(b) for b in envs],
-                eval_env_seeds=[eval_seeds[b] for b in eval_envs],
-                buffers=[_env_slice(buffer, start, stop) for buffer in self.buffers],
-                **self._worker_extras(w),
-            )
-            process = ctx.Process(
-                target=sampling_process,
-                args=(common, worker),
-                name=f"sampler-worker-{w}",
-                daemon=True,
-            )
-            process.start()
-            self.workers.append(process)
-        self._gather(WORKER_START_TIMEOUT)  # every worker made its envs
+        self.splits = np.array_split(np.arange(B), n_workers)
+        self.eval_splits = np.array_split(np.arange(self.eval_n_envs), n_workers)
+        self._prepare_workers(ctx, examples, self.splits, self.eval_splits)
+        try:
+            for w, (envs, eval_envs) in enumerate(zip(self.splits, self.eval_splits, strict=True)):
+                start, stop = int(envs[0]), int(envs[-1]) + 1
+                link, child_link = ctx.Pipe()
+                self._child_ends.append(child_link)
+                worker = dict(
+                    rank=w,
+                    link=child_link,
+                    seed=int(worker_seeds[w]),
+                    cpus=workers_cpus[w] if workers_cpus else None,
+                    torch_threads=affinity.get("worker_torch_threads", 1),
+                    env_seeds=[env_seeds[b] for b in envs],
+                    global_B=self._global_B,
+                    env_ranks=[rank * B + int(b) for b in envs],
+                    eval_env_seeds=[eval_seeds[b] for b in eval_envs],
+                    buffers=[_env_slice(buffer, start, stop) for buffer in self.buffers],
+                    **self._worker_extras(w),
+                )
+                process = ctx.Process(
+                    target=sampling_process,
+                    args=(common, worker),
+                    name=f"sampler-worker-{w}",
+                    daemon=True,
+                )
+                process.start()
+                self.workers.append(process)
+                self.links.append(link)
+                self._busy.add(w)  # (until it says it is ready)
+                # Only the worker holds its ends now (a later fork does not inherit them), so
+                # they close when it ends, however it ends.
+                for end in self._child_ends:
+                    end.close()
+                self._child_ends.clear()
+                self._worker_started(w, process)
+        except BaseException:
+            self.shutdown()
+            raise
+        self._gather(max(self.worker_timeout, WORKER_START_TIMEOUT))  # every worker is ready
 
     def _initialize_agent(
         self, agent: SamplerAgent, spaces: EnvSpaces, global_B: int, env_ranks: Iterable[int]
@@ -166,49 +218,96 @@ class ParallelSamplerBase(BaseSampler):
         """Hook: shared state the workers need beyond the batch (the GPU sampler's)."""
 
     def _worker_extras(self, rank: int) -> dict[str, Any]:
-        """Hook: extra per-worker arguments."""
+        """Hook: extra per-worker arguments (pipe ends for the worker alone go in
+        ``self._child_ends``: they are closed here once it has started)."""
         return {}
 
-    def _gather(
-        self, timeout: float | None = None, max_infos: int | None = None, finished: int = 0
-    ) -> list[TrajInfo]:
-        """Trajectory infos from every worker until each says it is done (``finished``
-        already did); raises at once if a worker fails or dies."""
-        infos: list[TrajInfo] = []
-        waited = 0.0
-        while finished < len(self.workers):
-            try:
-                item = self.ctrl.results.get(timeout=0.5)
-            except queue.Empty:
-                self._check_workers()
-                waited += 0.5
-                if timeout is not None and waited > timeout:
-                    self.shutdown()
-                    raise TimeoutError(
-                        f"sampler workers did not answer within {timeout:.0f}s"
-                    ) from None
-                continue
-            if item is None:
-                finished += 1
-            else:
-                infos.append(item)
-                if max_infos is not None and len(infos) >= max_infos:
-                    self.ctrl.state[2] = 1  # enough: tell the others to stop evaluating
-        return infos
+    def _worker_started(self, rank: int, process: BaseProcess) -> None:
+        """Hook: worker ``rank`` runs as ``process``."""
 
-    def _check_workers(self) -> None:
+    # ------------------------------------------------------------------ talking to workers
+
+    def _command(self, command: int, itr: int = 0, db_idx: int = 0) -> None:
+        self.stop_flag[0] = 0
+        self._busy = set(range(len(self.links)))
+        for w, link in enumerate(self.links):
+            try:
+                link.send((command, itr, db_idx))
+                continue
+            except OSError:  # (its end is closed)
+                pass
+            self._died(w)
+
+    def _gather(self, timeout: float | None = None, answered: Iterable[int] = ()) -> list[TrajInfo]:
+        """The workers' answers to the last command (but those in ``answered``): their
+        trajectory infos, worker by worker.  Waits without polling: for an answer, or a
+        worker's end; raises if one fails, dies, or says nothing for ``timeout`` seconds
+        (``worker_timeout``)."""
+        timeout = self.worker_timeout if timeout is None else timeout
+        answered = set(answered)
+        waiting = [w for w in range(len(self.workers)) if w not in answered]
+        infos: dict[int, list[TrajInfo]] = {w: [] for w in waiting}
+        deadline = time.monotonic() + timeout
+        while waiting:
+            ends: dict[Any, int] = {self.links[w]: w for w in waiting}
+            ends.update({self.workers[w].sentinel: w for w in waiting})
+            ready = wait(list(ends), max(deadline - time.monotonic(), 0))
+            if not ready:
+                self._timed_out(waiting, timeout)
+            for w in sorted({ends[end] for end in ready}):
+                done = self._receive(w, infos[w])
+                if done:
+                    waiting.remove(w)
+        return [info for w in sorted(infos) for info in infos[w]]
+
+    def _receive(self, w: int, infos: list[TrajInfo]) -> bool:
+        """Take in what worker ``w`` has sent (into ``infos``); True once it said it is
+        done.  Raises if it failed or died."""
+        link = self.links[w]
         try:
-            rank, trace = self.ctrl.errors.get_nowait()
-        except queue.Empty:
-            dead = [p for p in self.workers if not p.is_alive()]
-            if not dead:
-                return
-            try:  # a dying worker's message may still be on its way
-                rank, trace = self.ctrl.errors.get(timeout=2.0)
-            except queue.Empty:
-                rank, trace = dead[0].name, f"exit code {dead[0].exitcode}, no traceback"
+            while link.poll():
+                kind, payload = link.recv()
+                if kind == ERROR:
+                    self.shutdown()
+                    raise RuntimeError(f"sampler worker {w} failed:\n{payload}")
+                if kind == DONE:
+                    infos.extend(payload)
+                    self._busy.discard(w)
+                    return True
+                infos.append(payload)  # (INFO: one evaluation episode)
+            closed = False
+        except (EOFError, OSError):  # its end is closed: it is gone
+            closed = True
+        if closed or not self.workers[w].is_alive():
+            self._died(w)
+        return False
+
+    def _died(self, w: int) -> NoReturn:
+        """End every worker, then raise a ``WorkerError`` naming worker ``w``, which died."""
+        process = self.workers[w]
+        process.join(timeout=1.0)  # (its end may close just before it can be reaped)
+        message = f"sampler worker {process.name} (pid {process.pid}) "
         self.shutdown()
-        raise RuntimeError(f"sampler worker {rank} failed:\n{trace}")
+        raise WorkerError(message + _how_it_ended(process.exitcode), process.name, process.pid)
+
+    def _timed_out(self, late: list[int], timeout: float) -> NoReturn:
+        """End every worker (the ``late`` ones at once), then raise a ``WorkerTimeout``."""
+        processes = [self.workers[w] for w in late]
+        names = ", ".join(f"{p.name} (pid {p.pid}, {_state(p.pid)})" for p in processes)
+        self.shutdown(kill=late)
+        raise WorkerTimeout(
+            f"sampler worker{'s' * (len(late) > 1)} {names} did not answer within "
+            f"{timeout:g} s (the sampler's worker_timeout)",
+            processes[0].name,
+            processes[0].pid,
+        )
+
+    def _failed(self, w: int) -> NoReturn:
+        """Worker ``w`` missed a step: raise its error, its end, or (it runs) a timeout."""
+        self._receive(w, [])
+        self._timed_out([w], self.worker_timeout)
+
+    # ------------------------------------------------------------------ the life cycle
 
     def _refresh_agent(self) -> None:
         """Make the latest parameters visible to the workers' agent copies."""
@@ -217,36 +316,69 @@ class ParallelSamplerBase(BaseSampler):
     def _collect(self, itr: int, db_idx: int) -> list[TrajInfo]:
         """Fill ``self.buffers[db_idx]``; return the trajectory infos completed."""
         self._refresh_agent()
-        self.ctrl.command(COLLECT, itr, db_idx)
+        self._command(COLLECT, itr, db_idx)
         return self._gather()
 
     def evaluate_agent(self, itr: int) -> list[TrajInfo]:
         if self.eval_n_envs == 0:
             raise RuntimeError("this sampler was made with eval_n_envs=0")
         self._refresh_agent()
-        self.ctrl.command(EVALUATE, itr)
-        infos = self._gather(max_infos=self.eval_max_trajectories)
-        return infos[: self.eval_max_trajectories]
+        self._command(EVALUATE, itr)
+        return self._gather()[: self.eval_max_trajectories]
 
-    def shutdown(self) -> None:
-        """End every worker (asking first, then terminating), freeing shared memory."""
+    def shutdown(self, kill: Iterable[int] = ()) -> None:
+        """End every worker: ask those waiting for a command to quit (they close their
+        envs), terminate those busy with one (they would not hear), kill those in ``kill``
+        (SIGKILL ends a stopped process too); then close the pipes.  Shared memory is freed
+        with the last process using it."""
         workers, self.workers = self.workers, []
-        if not workers:
-            return
-        self.ctrl.state[:] = (QUIT, 0, 1, 0)
-        for semaphore in self.ctrl.start:
-            semaphore.release()
+        links, self.links = self.links, []
+        kill, busy, self._busy = set(kill), self._busy, set()
+        for w, (process, link) in enumerate(zip(workers, links, strict=True)):
+            if w in kill:
+                process.kill()
+            elif w in busy:
+                process.terminate()
+            else:
+                with contextlib.suppress(OSError):  # (it is gone)
+                    link.send((QUIT, 0, 0))
+        deadline = time.monotonic() + 5
         for process in workers:
-            process.join(timeout=5)
+            process.join(timeout=max(deadline - time.monotonic(), 0))
         for process in workers:
             if process.is_alive():
-                process.terminate()
+                process.kill()
                 process.join(timeout=5)
+        for end in links + self._child_ends:
+            end.close()
+        self._child_ends.clear()
+
+
+def _how_it_ended(exitcode: int | None) -> str:
+    if exitcode is None:
+        return "closed its pipe"
+    if exitcode < 0:
+        try:
+            return f"was killed by {signal.Signals(-exitcode).name}"
+        except ValueError:
+            return f"was killed by signal {-exitcode}"
+    return f"exited with code {exitcode}"
+
+
+def _state(pid: int | None) -> str:
+    """What the process is doing, as the OS says ("stopped" after a SIGSTOP)."""
+    try:
+        return str(psutil.Process(pid).status())
+    except (psutil.Error, ValueError):
+        return "state unknown"
 
 
 class CpuSampler(ParallelSamplerBase):
     """Each worker steps its environments with its own copy of the agent (on the CPU,
-    parameters shared with the main process's agent)."""
+    parameters shared with the main process's agent).
+
+    Evaluation: each worker runs its share of ``eval_max_trajectories`` (in proportion to
+    its evaluation envs), so which episodes count does not depend on timing."""
 
     def __init__(
         self,
@@ -258,3 +390,10 @@ class CpuSampler(ParallelSamplerBase):
         super().__init__(
             *args, CollectorCls=CollectorCls, eval_CollectorCls=eval_CollectorCls, **kwargs
         )
+
+    def _worker_extras(self, rank: int) -> dict[str, Any]:
+        limit, n_envs = self.eval_max_trajectories, len(self.eval_splits[rank])
+        if limit is None or not n_envs:
+            return {}
+        share = -(-limit * n_envs // self.eval_n_envs)  # (rounded up: the shares cover it)
+        return dict(eval_collector_kwargs=dict(max_trajectories=share))

@@ -1,49 +1,92 @@
-"""The worker process of the parallel samplers, and the control block it shares with the
-main process.
+"""The worker process of the parallel samplers, and the pipes it shares with the main process.
 
-The main process releases each worker's semaphore with a command in ``state``; a worker
-answers through the ``results`` queue: the trajectory infos it completed, then ``None``.
-Nothing waits on a barrier, so the main process can wait with a timeout, notice a dead or
-failing worker, and raise its traceback instead of hanging.
+Each worker has a ``link`` to the main process (one end of a socket pair): the main process
+sends a command ``(COLLECT | EVALUATE | QUIT, itr, db_idx)``; the worker answers
+``(DONE, trajectory infos)``, or ``(ERROR, traceback)`` before it exits, and, while the
+action server evaluates, ``(INFO, info)`` as each episode ends.  The action-server samplers
+add a ``Gate`` per worker for the per-step handshake.  Pipes and memfd shared memory pass to
+children under fork, forkserver and spawn as file descriptors: nothing has a name in the file
+system, so nothing outlives the processes, however they end (the README has the details).
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
+import select
 import signal
 import sys
 import traceback
 from collections.abc import Iterable
-from multiprocessing.context import BaseContext
+from multiprocessing.connection import Connection
 from typing import Any
 
 import numpy as np
 
-from rl_arrays import np_mp_array
-
 from ._env import Env
 from ._traj_info import set_traj_info_kwargs
 
-__all__ = ["Control", "initialize_worker", "sampling_process"]
+__all__ = ["Gate", "WorkerError", "WorkerTimeout", "initialize_worker", "sampling_process"]
 
-# Commands, written to ctrl.command before releasing the workers.
+# Commands, from the main process.
 COLLECT, EVALUATE, QUIT = 0, 1, 2
+# Answers, from a worker.
+DONE, INFO, ERROR = "done", "info", "error"
 
 
-class Control:
-    """Shared between the main process and its workers (passed at process creation)."""
+class WorkerError(ChildProcessError):
+    """A sampler worker died or stopped answering; ``worker`` (its name) and ``pid`` say which.
 
-    def __init__(self, ctx: BaseContext, n_workers: int):
-        self.start = [ctx.Semaphore(0) for _ in range(n_workers)]
-        self.results = ctx.Queue()
-        self.errors = ctx.Queue()
-        self.state = np_mp_array(4, np.int64)  # command, itr, stop_eval, double-buffer index
+    (A worker whose code raised makes the sampler raise a ``RuntimeError`` with its traceback
+    instead.)"""
 
-    def command(self, command: int, itr: int = 0, db_idx: int = 0) -> None:
-        self.state[:] = (command, itr, 0, db_idx)
-        for semaphore in self.start:
-            semaphore.release()
+    def __init__(self, message: str, worker: str = "", pid: int | None = None):
+        super().__init__(message)
+        self.worker, self.pid = worker, pid
+
+
+class WorkerTimeout(WorkerError, TimeoutError):
+    """A sampler worker did not answer within the sampler's ``worker_timeout``."""
+
+
+class Gate:
+    """A semaphore between two processes, over one end of a socket pair: ``release`` gives
+    the other end a token (a byte), ``acquire`` takes one the other end gave.  With a
+    ``timeout`` (seconds), ``acquire`` returns False when none came in time, or at once when
+    the ``watch`` descriptor is ready (the sentinel of the process at the other end: it
+    ended).  Raises ``EOFError`` when the other end is closed."""
+
+    def __init__(self, conn: Connection):
+        self.conn = conn
+        self._watch: int | None = None
+        self._poll: Any = None  # select.poll(), made at the first wait (it does not pickle)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"conn": self.conn}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["conn"])  # type: ignore[misc]
+
+    def watch(self, fd: int) -> None:
+        self._watch, self._poll = fd, None
+
+    def release(self) -> None:
+        os.write(self.conn.fileno(), b"\1")
+
+    def acquire(self, timeout: float | None = None) -> bool:
+        fd = self.conn.fileno()
+        if timeout is not None:
+            if self._poll is None:
+                self._poll = select.poll()
+                for watched in (fd, self._watch):
+                    if watched is not None:
+                        self._poll.register(watched, select.POLLIN)
+            if not any(ready == fd for ready, _ in self._poll.poll(max(timeout, 0) * 1000)):
+                return False
+        if not os.read(fd, 1):
+            raise EOFError("the other end of the gate is closed")
+        return True
 
 
 def _exit_with(main_pid: int) -> None:
@@ -77,9 +120,10 @@ def initialize_worker(
 
 
 def sampling_process(common: dict[str, Any], worker: dict[str, Any]) -> None:
-    """Worker main: make envs and collectors, then serve commands until told to quit.
-    Any exception is sent to the main process with its traceback."""
-    ctrl: Control = common["ctrl"]
+    """Worker main: make envs and collectors, then serve commands until told to quit (or
+    the main process is gone).  Any exception is sent to the main process with its
+    traceback, and the worker exits with code 1."""
+    link: Connection = worker["link"]
     rank = worker["rank"]
     envs: list[Env] = []
     eval_envs: list[Env] = []
@@ -119,39 +163,43 @@ def sampling_process(common: dict[str, Any], worker: dict[str, Any]) -> None:
                 common["eval_max_T"],
                 **worker.get("eval_collector_kwargs", {}),
             )
-        ctrl.results.put(None)  # ready
+        stop = _StopFlag(common["stop"])
+        # (The action server decides when to stop evaluating: it is told of each episode.)
+        report = (lambda info: link.send((INFO, info))) if common["report_evaluation"] else None
+        link.send((DONE, []))  # ready
         while True:
-            ctrl.start[rank].acquire()
-            command, itr, db_idx = int(ctrl.state[0]), int(ctrl.state[1]), int(ctrl.state[3])
+            try:
+                command, itr, db_idx = link.recv()
+            except EOFError:  # the main process closed its end: it is gone
+                break
             if command == QUIT:
                 break
             if command == EVALUATE:
+                infos = []
                 if eval_collector is not None:  # (a worker may have no evaluation envs)
-                    stop = _StopFlag(ctrl.state)
-                    eval_collector.collect_evaluation(itr, stop=stop, report=ctrl.results.put)
+                    infos = eval_collector.collect_evaluation(itr, stop=stop, report=report)
             else:
                 collector.samples_np = worker["buffers"][db_idx]
                 collector.reset_if_needed(agent_inputs)
-                agent_inputs, traj_infos, completed = collector.collect_batch(
+                agent_inputs, traj_infos, infos = collector.collect_batch(
                     agent_inputs, traj_infos, itr
                 )
-                for info in completed:
-                    ctrl.results.put(info)
-            ctrl.results.put(None)
-    except BaseException:
-        ctrl.errors.put((rank, traceback.format_exc()))
-        raise
+            link.send((DONE, infos))
+    except Exception:
+        with contextlib.suppress(OSError):  # (the main process is gone)
+            link.send((ERROR, traceback.format_exc()))
+        sys.exit(1)  # (the main process raises the traceback: not printed twice)
     finally:
         for env in envs + eval_envs:
             env.close()
 
 
 class _StopFlag:
-    """The main process raises it when enough evaluation episodes are in."""
+    """The action server raises it when enough evaluation episodes are in."""
 
-    def __init__(self, state: np.ndarray):
-        self.state = state
+    def __init__(self, flag: np.ndarray):
+        self.flag = flag
 
     @property
     def value(self) -> bool:
-        return bool(self.state[2])
+        return bool(self.flag[0])
