@@ -576,6 +576,9 @@ class DdpToyAgent(ToyAgent):
     def state_dict(self):
         return getattr(self.model, "module", self.model).state_dict()
 
+    def load_state_dict(self, state_dict):
+        return getattr(self.model, "module", self.model).load_state_dict(state_dict)
+
 
 class CheckedSyncRl(SyncRl):
     """Records, on rank 0, the largest parameter difference between ranks at each row."""

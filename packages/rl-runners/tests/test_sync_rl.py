@@ -125,8 +125,22 @@ def test_bad_requests_are_refused(tmp_path):
         SyncRl(algo, DdpToyAgent(), sampler, 64, affinity=[{}], start_method="thread")
     runner = SyncRl(algo, DdpToyAgent(), sampler, 64, affinity=[{}, {}])
     assert runner.itr_batch_size == 2 * 8  # weak scaling
-    with pytest.raises(NotImplementedError, match="cannot resume"):
-        runner.resume(tmp_path)
+
+
+def test_a_killed_job_resumes_from_its_snapshot_in_step(tmp_path):
+    """Rank 1 killed in iteration 5: the job stops with rows and a snapshot up to iteration
+    4; a new job resumes there (every rank from the same weights) and ends in step."""
+    killed = _make(n_steps=128, sampler_kwargs={"fail_rank": 1, "fail_at": 5, "kill": True})
+    with logger_context(tmp_path, 0, "sync", snapshot_mode="last"), pytest.raises(RuntimeError):
+        killed.train()
+    run_dir = tmp_path / "run_0"
+    assert torch.load(run_dir / "params.pt", weights_only=True)["next_itr"] == 5
+    resumed = _make(n_steps=128)
+    with logger_context(tmp_path, 0, "sync", snapshot_mode="last"):
+        resumed.resume(run_dir)
+    assert [int(r["CumSteps"]) for r in _rows(run_dir)] == list(range(16, 129, 16))
+    assert resumed.param_gaps == [0.0] * 3  # the ranks in step after the resume
+    assert _no_children_left()
 
 
 def test_the_same_script_runs_under_torchrun(tmp_path):

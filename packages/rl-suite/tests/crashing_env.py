@@ -40,7 +40,13 @@ class NanRewards(gymnasium.Wrapper):
     def step(self, action: Any) -> Any:
         self.steps += 1
         observation, reward, terminated, truncated, info = self.env.step(action)
-        return observation, float("nan") if self.steps >= self.nan_at else reward, terminated, truncated, info
+        return (
+            observation,
+            float("nan") if self.steps >= self.nan_at else reward,
+            terminated,
+            truncated,
+            info,
+        )
 
 
 gymnasium.register("NanRewardCartPole-v1", entry_point=NanRewards)

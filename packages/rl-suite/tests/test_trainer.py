@@ -9,7 +9,9 @@ import subprocess
 import sys
 import time
 
+import psutil
 import pytest
+import torch
 
 import rl_suite
 from rl_suite._cli import main
@@ -104,17 +106,40 @@ def test_q_value_policy_gradients_are_refused_several_processes(tmp_path, capsys
     assert not (tmp_path / "run_0").exists()
 
 
-def test_two_processes_train_together_and_their_run_is_not_resumed(tmp_path, capsys):
+def _kill_after_rows(command, run_dir, rows, env=None):
+    """Run ``command`` and SIGKILL it with every process it started (as a scheduler's cgroup
+    kill does; torchrun's workers are not in its process group) once ``run_dir`` has
+    ``rows`` rows; returns the steps logged."""
+    process = subprocess.Popen(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True, env=env
+    )
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and process.poll() is None:
+            if (run_dir / "progress.csv").exists() and len(_rows(run_dir)) >= rows:
+                break
+            time.sleep(0.05)
+        assert process.poll() is None, process.stderr.read().decode()[-3000:]
+    finally:
+        tree = psutil.Process(process.pid)
+        for child in [tree, *tree.children(recursive=True)]:
+            child.kill()
+        process.wait()
+    return [int(r["CumSteps"]) for r in _rows(run_dir)]
+
+
+def test_two_processes_train_together_and_resume_after_a_kill(tmp_path):
     """--processes 2: one progress.csv (rank 0's), each iteration counting both processes'
-    batches; resuming such a run is refused with a reason."""
-    args = ["train", "ppo", "--log-dir", str(tmp_path), "--processes", "2", "--steps", "1024"]
-    assert main([*args, "--set", "runner.log_interval_steps=512"]) == 0
+    batches; killed (the whole group), the run resumes in two processes to its end."""
     run_dir = tmp_path / "run_0"
-    assert [int(r["CumSteps"]) for r in _rows(run_dir)] == [0, 512, 1024]
+    command = [sys.executable, "-m", "rl_suite", "train", "ppo", "--log-dir", str(tmp_path)]
+    command += ["--processes", "2", "--steps", "40960", "--set", "runner.log_interval_steps=512"]
+    command += ["--set", "runner.evaluate=False"]
+    killed_at = _kill_after_rows(command, run_dir, 2)
+    assert killed_at[:2] == [512, 1024] and killed_at[-1] < 40960
     assert json.loads((run_dir / "params.json").read_text())["config"]["runner"]["processes"] == 2
-    capsys.readouterr()
-    assert main(["resume", str(run_dir)]) == 2
-    assert "cannot be resumed" in capsys.readouterr().err
+    assert main(["resume", str(run_dir)]) == 0
+    assert [int(r["CumSteps"]) for r in _rows(run_dir)] == list(range(512, 40960 + 1, 512))
     assert main(["eval", str(run_dir), "--episodes", "1"]) == 0  # its agent plays
 
 
@@ -131,18 +156,23 @@ def test_an_asynchronous_run_trains_and_is_not_resumed(tmp_path, capsys):
     assert "cannot be resumed" in capsys.readouterr().err
 
 
-def test_train_runs_as_a_torchrun_job(tmp_path):
-    """`torchrun ... -m rl_suite train`: the processes form one run, which rank 0 logs."""
+def test_train_runs_as_a_torchrun_job_and_resumes_as_one(tmp_path):
+    """`torchrun ... -m rl_suite train`: the processes form one run, which rank 0 logs;
+    killed, `torchrun ... -m rl_suite resume` continues it to its end."""
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE")}
-    command = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2"]
-    command += ["--master-port", str(rl_suite.find_port()), "-m", "rl_suite", "train", "ppo"]
-    command += ["--log-dir", str(tmp_path), "--steps", "1024"]
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2"]
+    command = [*torchrun, "--master-port", str(rl_suite.find_port()), "-m", "rl_suite"]
+    command += ["train", "ppo", "--log-dir", str(tmp_path), "--steps", "40960"]
     command += ["--set", "runner.log_interval_steps=512", "--set", "runner.evaluate=False"]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
-    assert result.returncode == 0, result.stderr[-3000:]
     run_dir = tmp_path / "run_0"
-    assert [int(r["CumSteps"]) for r in _rows(run_dir)] == [512, 1024]
+    killed_at = _kill_after_rows(command, run_dir, 2, env)
+    assert killed_at[:2] == [512, 1024] and killed_at[-1] < 40960
     assert json.loads((run_dir / "params.json").read_text())["config"]["runner"]["processes"] == 2
+    command = [*torchrun, "--master-port", str(rl_suite.find_port()), "-m", "rl_suite"]
+    command += ["resume", str(run_dir)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert [int(r["CumSteps"]) for r in _rows(run_dir)] == list(range(512, 40960 + 1, 512))
 
 
 def test_a_killed_run_resumes_where_its_checkpoint_left_it(tmp_path):
@@ -361,3 +391,26 @@ def test_a_resumed_sac_run_continues_as_if_never_stopped(tmp_path):
     assert [int(r["CumSteps"]) for r in rows] == [0, 200, 400, 600]
     timeless = [key for key in expected[-1] if "Time" not in key and "PerSecond" not in key]
     assert {key: rows[-1][key] for key in timeless} == {key: expected[-1][key] for key in timeless}
+
+
+@pytest.mark.parametrize("algo", ["dqn", "ppo"])
+def test_non_finite_rewards_stop_the_run_with_one_line_naming_them(
+    tmp_path, capsys, monkeypatch, algo
+):
+    """Rewards turn NaN after 300 steps: one line naming the reward, the iteration and the
+    environment; no checkpoint is written with NaN weights (PPO used to fail sampling from a
+    NaN policy, DQN to finish with every weight NaN)."""
+    monkeypatch.syspath_prepend(os.path.dirname(__file__))  # (crashing_env)
+    env = "crashing_env:NanRewardCartPole-v1"
+    args = ["train", algo, "--env", env, "--set", "env_kwargs.nan_at=300", "--steps", "8000"]
+    assert main([*args, "--log-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"the environment ({env}) returned a non-finite reward" in err[0]
+    checkpoint = tmp_path / "run_0" / "params.pt"
+    if checkpoint.exists():
+        weights = torch.load(checkpoint, weights_only=True)["agent_state_dict"]
+        tensors = [weights]
+        while any(isinstance(t, dict) for t in tensors):  # (DQN's: model and target)
+            tensors = [v for t in tensors for v in (t.values() if isinstance(t, dict) else [t])]
+        tensors = [t for t in tensors if isinstance(t, torch.Tensor) and t.is_floating_point()]
+        assert tensors and all(torch.isfinite(t).all() for t in tensors)

@@ -41,7 +41,7 @@ from ._protocols import (
     SamplerProtocol,
 )
 from ._run_lock import RunDirInUse
-from ._seed import get_rng_state, make_seed, set_rng_state, set_seed
+from ._seed import get_rng_state, make_seed, seed_after, set_rng_state, set_seed
 from ._sync_rl import SyncRl, SyncRlEval, SyncRlMixin, find_port
 
 __version__ = version("rl-runners")
@@ -92,6 +92,7 @@ __all__ = [
     "read_checkpoint",
     "remove_partial_writes",
     "save_data",
+    "seed_after",
     "set_rng_state",
     "set_seed",
 ]

@@ -22,7 +22,7 @@ from ._logger import logger
 from ._modes import AgentModes
 from ._progress import Progress, TrajStats, TrajWindow
 from ._protocols import AgentProtocol, AlgoProtocol, SamplerProtocol, missing_methods
-from ._seed import make_seed, set_seed
+from ._seed import make_seed, seed_after, set_seed
 from ._stop_signals import StopRequest, stop_requested_by_signals
 from ._values import positive_int, traj_record
 
@@ -253,6 +253,9 @@ class MinibatchRl:
         self.startup()
         if restore is not None:
             self.checkpointer.restore(self, *restore)
+            if self.rank > 0:  # (the snapshot holds rank 0's generators: not this rank's)
+                checkpoint = restore[1]
+                set_seed(seed_after(self.seed or 0, self.rank, checkpoint["next_itr"]))
         elif self.rank == 0 and self.evaluator is not None:
             with logger.prefix("itr #0 "):
                 self.log_diagnostics(0, *self.evaluate_agent(0))

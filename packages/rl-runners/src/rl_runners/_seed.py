@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["get_rng_state", "make_seed", "set_rng_state", "set_seed"]
+__all__ = ["get_rng_state", "make_seed", "seed_after", "set_rng_state", "set_seed"]
 
 
 def set_seed(seed: int) -> None:
@@ -22,6 +22,12 @@ def set_seed(seed: int) -> None:
     torch.manual_seed(seed)
     if torch.cuda.is_available():
         torch.cuda.manual_seed_all(seed)
+
+
+def seed_after(seed: int, rank: int, next_itr: int) -> int:
+    """A seed for rank ``rank`` of a run resumed after ``next_itr`` iterations, distinct for
+    every rank and resume point (a snapshot holds rank 0's generators only)."""
+    return int(np.random.SeedSequence([seed, rank, next_itr]).generate_state(1)[0])
 
 
 def make_seed() -> int:

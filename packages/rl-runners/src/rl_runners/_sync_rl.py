@@ -114,10 +114,28 @@ class SyncRl(MinibatchRl):
             self._train_local()
 
     def resume(self, path: str | os.PathLike) -> None:
-        raise NotImplementedError(
-            f"{type(self).__name__} cannot resume: a snapshot holds rank 0's sampler state "
-            "only. Its agent and optimizer state can seed a new run instead."
-        )
+        """Continue a run from its snapshot ``path`` (see ``MinibatchRl.resume``; under
+        torchrun every process calls it, with the same path). Every rank loads the agent, the
+        optimizer and the counters; rank 0 also its environments' state and its random
+        generators. The other ranks' environments restart and their generators are seeded
+        anew: a snapshot holds rank 0's only."""
+        restore = self.checkpointer.for_resume(self, path)
+        if self.seed is None:
+            self.seed = restore[1]["runner_state"]["seed"]
+        if restore[2] is not None and self.rank == 0:
+            logger.log(
+                f"Resuming {self.world_size} processes: rank 0's environments continue, the "
+                "other ranks' restart (the snapshot holds rank 0's)."
+            )
+        if self._torchrun:
+            self._join("env://")
+            try:
+                self._run(restore if self.rank == 0 else (*restore[:2], None))
+                self.group.barrier()
+            finally:
+                self.group.leave(self.agent)
+        else:
+            self._train_local(restore)
 
     def _join(self, init_method: str) -> None:
         """Join the process group (all ranks agree on the seed), and keep quiet unless rank 0."""
@@ -125,9 +143,10 @@ class SyncRl(MinibatchRl):
             _detach_logger(self.rank)
         self.seed = self.group.join(init_method, self.affinity, self.seed)
 
-    def _train_local(self) -> None:
+    def _train_local(self, restore: tuple | None = None) -> None:
         if self.seed is None:
             self.seed = make_seed()
+        rank_restore = None if restore is None else (*restore[:2], None)  # (not rank 0's envs)
         port = find_port()
         ctx = mp.get_context(self.start_method)
         messages: _Messages = ctx.SimpleQueue()
@@ -135,7 +154,11 @@ class SyncRl(MinibatchRl):
         # the context of each start method has)
         ProcessCls: type[BaseProcess] = ctx.Process  # type: ignore[attr-defined]
         workers = [
-            ProcessCls(target=_run_rank, args=(self, rank, port, messages), name=f"rank {rank}")
+            ProcessCls(
+                target=_run_rank,
+                args=(self, rank, port, messages, rank_restore),
+                name=f"rank {rank}",
+            )
             for rank in range(1, self.world_size)
         ]
         failure = None
@@ -145,7 +168,7 @@ class SyncRl(MinibatchRl):
             _wait_until_started(workers, messages)
             try:
                 self._join(f"tcp://127.0.0.1:{port}")
-                self._run(None)
+                self._run(restore)
             except BaseException as error:
                 # (Ctrl-C or an exit: at once, no waiting for a cause elsewhere)
                 wait = _FAILURE_WAIT_S if isinstance(error, Exception) else 0.0
@@ -210,9 +233,13 @@ def _detach_logger(rank: int) -> None:
     logger.push_prefix(f"[rank {rank}] ")
 
 
-def _run_rank(runner: SyncRl, rank: int, port: int, messages: _Messages) -> None:
-    """A local rank's process.  Ctrl-C is left to rank 0, which stops this process with
-    SIGTERM (raised here as SystemExit, so the sampler shuts down)."""
+def _run_rank(
+    runner: SyncRl, rank: int, port: int, messages: _Messages, restore: tuple | None
+) -> None:
+    """A local rank's process (``restore``: what to resume from, without rank 0's
+    environments).  Ctrl-C is left to rank 0, which stops this process with SIGTERM (raised
+    here as SystemExit, so the sampler shuts down; in the training loop, where a first
+    SIGTERM is a stop request that rank 0 decides on, with a second one)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     messages.put(("started", rank, ""))
@@ -221,7 +248,7 @@ def _run_rank(runner: SyncRl, rank: int, port: int, messages: _Messages) -> None
         assert runner._affinities is not None  # (a local job's rank)
         runner.affinity = runner._affinities[rank]
         runner._join(f"tcp://127.0.0.1:{port}")
-        runner._run(None)
+        runner._run(restore)
     except BaseException:
         messages.put(("failed", rank, traceback.format_exc()[-_MAX_TRACEBACK:]))
         sys.stdout.flush()
@@ -328,11 +355,14 @@ def _join_workers(
 
 
 def _stop(workers: list[BaseProcess], grace: float = 5.0) -> None:
-    """End every local rank and whatever it started: SIGTERM, then SIGKILL on the rest."""
+    """End every local rank and whatever it started: SIGTERM twice (in its training loop a
+    rank takes the first as a stop request), then SIGKILL on the rest."""
     workers = [worker for worker in workers if worker.pid is not None]  # (started ones)
-    for worker in workers:
-        if worker.is_alive():
-            worker.terminate()
+    for _ in range(2):
+        for worker in workers:
+            if worker.is_alive():
+                worker.terminate()
+        time.sleep(0.05)
     deadline = time.monotonic() + grace
     for worker in workers:
         worker.join(max(deadline - time.monotonic(), 0.0))

@@ -233,13 +233,15 @@ def _ray_settings(spec: dict[str, Any], engine: str, where: str) -> tuple[float,
 
 
 def _check_ray_run(config: dict[str, Any], gpu_per_run: float) -> None:
-    """What a Tune trial cannot do: continue a run that cannot be resumed, or use GPUs
-    other than the ones it asked Ray for."""
+    """What a Tune trial cannot do: start processes of its own beside the one Ray gives it
+    (not tried: Ray's resources would not count them), or use GPUs other than the ones it
+    asked Ray for."""
     runner = config["runner"]
     if runner.get("asynchronous", False) or runner.get("processes", 1) != 1:
         raise ValueError(
-            "the ray engine continues a trial from its checkpoint, which runs with "
-            "runner.asynchronous or runner.processes > 1 cannot do: use the local engine"
+            "the ray engine runs each trial in the one process Ray gives it; runs with "
+            "runner.asynchronous or runner.processes > 1 start processes of their own: use "
+            "the local engine"
         )
     device = str(config["device"])
     cuda = re.fullmatch(r"cuda(?::(\d+))?", device)

@@ -730,7 +730,11 @@ def resume(
     """Continue the run in ``run_dir`` from its checkpoint (or from ``checkpoint``, a file or
     a directory that holds one; ``run_dir`` may also be one of its checkpoint files) to its
     configured steps, appending to the same ``progress.csv``. ``affinity``: see ``build``;
-    ``checkpointer``: see ``train``."""
+    ``checkpointer``: see ``train``.
+
+    A run of several processes (``runner.processes``, or torchrun's, where every process
+    calls this) resumes with the same number: each loads the model, optimizer and counters,
+    rank 0 also its environments' state; the other ranks' environments restart."""
     run_dir, checkpoint = _run_dir_of(run_dir, checkpoint)  # (named as given in errors)
     config = load_config(run_dir)
     checkpoint, _ = read_run_checkpoint(run_dir if checkpoint is None else checkpoint, "resume")
@@ -748,16 +752,14 @@ def resume(
             f"{run_dir} was trained with runner.asynchronous=True: such runs cannot be resumed "
             "(the sampler and the replay live in other processes)"
         )
-    if config["runner"].get("processes", 1) > 1:
-        raise ValueError(
-            f"{run_dir} was trained with runner.processes={config['runner']['processes']}: "
-            "such runs cannot be resumed (the checkpoint holds one process's environments)"
-        )
     with _settings_of(run_dir / "params.json"):
         runner = build(config, affinity)
     if checkpointer is not None:
         runner.checkpointer = checkpointer
     run_dir = run_dir.resolve()
+    if _torchrun_rank():  # (another of torchrun's processes: rank 0 writes the run directory)
+        runner.resume(checkpoint)
+        return run_dir
     with logger_context(
         run_dir.parent,
         config["seed"],
