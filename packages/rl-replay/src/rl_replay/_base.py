@@ -593,7 +593,7 @@ class BaseNStepReturnBuffer(BaseReplayBuffer):
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write the full state to ``path`` (an .npz file) atomically: a crash mid-write
-        leaves any previous file intact."""
+        leaves any previous file intact; an OSError (a full disk) names ``path``."""
         path = os.fspath(path)
         directory = os.path.dirname(os.path.abspath(path))
         fd, tmp = tempfile.mkstemp(dir=directory, prefix=".replay-", suffix=".npz.tmp")
@@ -603,9 +603,11 @@ class BaseNStepReturnBuffer(BaseReplayBuffer):
                 f.flush()
                 os.fsync(f.fileno())  # (on disk before it is renamed into place)
             os.replace(tmp, path)
-        except BaseException:
+        except BaseException as error:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
+            if isinstance(error, OSError) and error.filename is None:  # (a full disk, say)
+                raise OSError(error.errno, f"{error.strerror} while writing {path}") from error
             raise
 
     def load(self, path: str | os.PathLike[str]) -> None:

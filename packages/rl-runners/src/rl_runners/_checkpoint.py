@@ -60,16 +60,20 @@ def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], object]) 
     effect once the file is in place. A full disk is an OSError that names ``path``."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with ctrl_c_deferred():
-        try:
-            _write_and_rename(tmp, path, write)
-        except OSError as e:
-            if e.errno not in (errno.ENOSPC, errno.EDQUOT) or str(path) in str(e):
-                raise
-            raise OSError(
-                e.errno, f"{e.strerror} while writing {path}; the file it replaces is kept"
-            ) from e
+    with ctrl_c_deferred(), naming_the_file(path, "; the file it replaces is kept"):
+        _write_and_rename(tmp, path, write)
     return path
+
+
+@contextlib.contextmanager
+def naming_the_file(path: str | os.PathLike, note: str = "") -> Iterator[None]:
+    """An OSError without a file name (a full disk's, from a write) names ``path``."""
+    try:
+        yield
+    except OSError as e:
+        if e.errno is None or e.filename is not None or str(path) in str(e):
+            raise
+        raise OSError(e.errno, f"{e.strerror} while writing {path}{note}") from e
 
 
 def _write_and_rename(tmp: Path, path: Path, write: Callable[[IO[bytes]], object]) -> None:
@@ -82,17 +86,24 @@ def _write_and_rename(tmp: Path, path: Path, write: Callable[[IO[bytes]], object
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    sync_directory(path.parent)
+    sync_directory(path)
 
 
-def sync_directory(directory: Path) -> None:
-    """Flush a directory's entries (a rename in it) to disk, where the system allows."""
-    with contextlib.suppress(OSError):  # (not every system opens directories)
-        fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+def sync_directory(renamed: Path) -> None:
+    """Flush the directory of the file ``renamed`` into it to disk, where the system allows."""
+    try:
+        fd = os.open(renamed.parent, os.O_RDONLY)
+    except OSError:  # (not every system opens directories)
+        return
+    try:
+        os.fsync(fd)
+    except OSError as e:
+        if e.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EBADF):  # (not supported)
+            raise OSError(
+                e.errno, f"{e.strerror} while flushing the renaming of {renamed} to disk"
+            ) from e
+    finally:
+        os.close(fd)
 
 
 def remove_partial_writes(directory: str | os.PathLike) -> list[Path]:

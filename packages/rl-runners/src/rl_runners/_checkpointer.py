@@ -83,10 +83,22 @@ def _progress(runner: CheckpointedRunner) -> Progress:
     return runner.progress
 
 
+COMPANIONS = ("replay", "sampler_state")
+
+
 def _companion(checkpoint: Path, kind: str, snapshot_id: str) -> Path:
     """A snapshot's file of ``kind`` (``replay``, ``sampler_state``): named after the
     snapshot, so never paired with another one."""
     return companion_path(checkpoint, f"{kind}-{snapshot_id}")
+
+
+def _remove_other_companions(checkpoint: Path, snapshot_id: str) -> None:
+    """Delete the companion files beside ``checkpoint`` of snapshots other than
+    ``snapshot_id``: an older one's, or those of one killed before its commit."""
+    for kind in COMPANIONS:
+        for file in checkpoint.parent.glob(_companion(checkpoint, kind, "*").name):
+            if file != _companion(checkpoint, kind, snapshot_id):
+                file.unlink(missing_ok=True)
 
 
 class Checkpointer:
@@ -170,10 +182,7 @@ class Checkpointer:
                 files.append(sampler_file)
             save_torch(params, path)  # the commit
             files.append(path)
-        for kind in ("replay", "sampler_state"):  # the previous snapshot's, now unused
-            for old in path.parent.glob(_companion(path, kind, "*").name):
-                if old not in files:
-                    old.unlink(missing_ok=True)
+        _remove_other_companions(path, snapshot_id)  # the previous snapshot's, now unused
         return files
 
     def _sampler_state(self, runner: CheckpointedRunner) -> dict[str, Any] | None:
@@ -282,6 +291,7 @@ class Checkpointer:
         loading the others may draw from them; the optimizer's only if ``load_optimizer``)
         and drop later progress.csv rows."""
         algo = runner.algo
+        _remove_other_companions(path, checkpoint["snapshot_id"])  # (a killed writer's)
         runner.agent.load_state_dict(checkpoint["agent_state_dict"])
         if load_optimizer:
             algo.load_optim_state_dict(checkpoint["optimizer_state_dict"])

@@ -24,7 +24,7 @@ import numpy as np
 
 from rl_arrays import as_count
 
-from ._checkpoint import atomic_write, remove_partial_writes, save_torch
+from ._checkpoint import atomic_write, naming_the_file, remove_partial_writes, save_torch
 from ._console import print_line
 from ._run_lock import run_dir_lock
 from ._values import plain
@@ -139,8 +139,9 @@ class Logger:
         if terminal:
             print_line(line)
         if self._text_file is not None:
-            self._text_file.write(line + "\n")
-            self._text_file.flush()
+            with naming_the_file(self._text_file.name):
+                self._text_file.write(line + "\n")
+                self._text_file.flush()
 
     def set_verbose(self, verbose: bool) -> None:
         """``True``: the terminal shows each row's whole table and the ``debug`` lines too
@@ -300,7 +301,8 @@ class Logger:
         assert self._csv_file is not None
         if self._header is None:
             self._header = list(row)
-            self._csv_file.write(_csv_line(self._header))
+            with naming_the_file(self._csv_file.name):
+                self._csv_file.write(_csv_line(self._header))
         else:
             new = [k for k in row if k not in self._header]
             if new:
@@ -308,8 +310,9 @@ class Logger:
                 old = self._read_rows()
                 self._header = self._header + new
                 self._rewrite(old)
-        self._csv_file.write(_csv_line([row.get(k, "") for k in self._header]))
-        self._csv_file.flush()
+        with naming_the_file(self._csv_file.name):
+            self._csv_file.write(_csv_line([row.get(k, "") for k in self._header]))
+            self._csv_file.flush()
         self._n_rows += 1
 
     # --------------------------------------------------------- TensorBoard

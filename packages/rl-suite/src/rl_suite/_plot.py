@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from rl_launch import VARIANT_FILE
+from rl_runners import atomic_write
 
 __all__ = [
     "SeedBand",
@@ -129,7 +130,8 @@ def _save(plt: Any, figure: Any, axes: Any, out: str | Path, x: str, y: str) -> 
     figure.tight_layout()
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(out, dpi=100)
+    image_format = out.suffix.lstrip(".") or "png"
+    atomic_write(out, lambda f: figure.savefig(f, dpi=100, format=image_format))  # (whole)
     plt.close(figure)
     return out
 

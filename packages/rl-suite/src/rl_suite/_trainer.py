@@ -56,6 +56,7 @@ from rl_runners import (
     SyncRlEval,
     find_checkpoint,
     load_data,
+    logger,
     logger_context,
 )
 from rl_samplers import (
@@ -415,6 +416,11 @@ def build(config: dict[str, Any], affinity: dict[str, Any] | None = None) -> Min
             eval_n_envs=sampler_config["eval_n_envs"] if evaluate else 0,
             eval_max_steps=sampler_config["eval_max_steps"],
             eval_max_trajectories=sampler_config["eval_max_trajectories"],
+            **(
+                {}
+                if kind == "serial"  # (runs saved before the setting existed: its default)
+                else {"worker_timeout": sampler_config.get("worker_timeout", 300.0)}
+            ),
         ),
     )
     runner_kwargs = {}
@@ -550,7 +556,8 @@ def train(
 
     A directory that already holds a run is refused (nothing is overwritten): resume it, or
     pick another ``log_dir`` or seed. One whose run failed before it logged anything (an
-    empty ``progress.csv``: e.g. settings the algorithm refused at start-up) is used again.
+    empty ``progress.csv``: e.g. settings the algorithm refused at start-up), or stopped
+    before its first checkpoint (its rows are dropped), is used again.
     ``affinity``: see ``build``. ``checkpointer``: writes the snapshots in place of the
     runner's own (the Ray engine's also hands each one to Tune).
 
@@ -568,7 +575,8 @@ def train(
         runner.train()
         return run_dir
     progress = run_dir / "progress.csv"
-    if progress.exists() and progress.stat().st_size > 0:
+    again = _stopped_before_its_first_checkpoint(run_dir)
+    if progress.exists() and progress.stat().st_size > 0 and not again:
         raise FileExistsError(
             f"{run_dir} already holds a run: continue it with `rl-suite resume {run_dir}`, or "
             "choose another --log-dir or --seed"
@@ -581,9 +589,26 @@ def train(
         snapshot_mode=config["runner"]["snapshot_mode"],
         override_prefix=True,
     ):
+        if again:  # (its rows lead nowhere: it starts over)
+            logger.log(f"{run_dir} holds no checkpoint of its run: training it again.")
+            logger.truncate_tabular(0)
         runner.train()
     _check_stopped(runner, run_dir)
     return run_dir
+
+
+def _stopped_before_its_first_checkpoint(run_dir: Path) -> bool:
+    """A run directory of a run that keeps checkpoints, but holds none (it was killed before
+    its first was committed): nothing in it can be continued."""
+    try:
+        if load_config(run_dir)["runner"]["snapshot_mode"] == "none":
+            return False
+        find_checkpoint(run_dir)
+    except FileNotFoundError as error:
+        return "holds no checkpoint" in str(error)
+    except (OSError, ValueError):
+        return False
+    return False
 
 
 def load_config(run_dir: str | Path) -> dict[str, Any]:
@@ -737,6 +762,11 @@ def resume(
     rank 0 also its environments' state; the other ranks' environments restart."""
     run_dir, checkpoint = _run_dir_of(run_dir, checkpoint)  # (named as given in errors)
     config = load_config(run_dir)
+    if checkpoint is None and _stopped_before_its_first_checkpoint(Path(run_dir)):
+        raise FileNotFoundError(
+            f"{run_dir} holds no checkpoint: its run stopped before the first was written; "
+            "`rl-suite train` with the same settings starts it again"
+        )
     checkpoint, _ = read_run_checkpoint(run_dir if checkpoint is None else checkpoint, "resume")
     progress = run_dir / "progress.csv"
     try:  # (the logger reads it to append)
