@@ -2,13 +2,16 @@
 process, rl-agents' agents sharing parameters across processes, rl-algos' algorithms on a
 shared replay buffer. DQN learns CartPole and SAC learns Pendulum with the replay ratio kept
 within 10% of the setting (the synchronous presets' settings, rl_suite._config); a sampler
-killed mid-run makes train() raise, and nothing is left behind."""
+killed mid-run makes train() raise, and nothing is left behind, nor by a kill -9 of the
+whole process group."""
 
 import csv
 import gc
 import multiprocessing as mp
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from multiprocessing import resource_tracker
@@ -150,12 +153,16 @@ def mapped_by_others(name):
     machine use /dev/shm too)."""
     if not os.path.isdir("/proc"):
         return False
+    try:  # (by inode: a named semaphore is mapped under the temporary name it was made with)
+        inode = str(os.stat(f"/dev/shm/{name}").st_ino)
+    except OSError:
+        return True  # (gone meanwhile)
     for pid in filter(str.isdigit, os.listdir("/proc")):
         if int(pid) == os.getpid():
             continue
         try:
             with open(f"/proc/{pid}/maps") as f:
-                if f"/dev/shm/{name}" in f.read():
+                if any("/dev/shm/" in line and line.split()[4] == inode for line in f):
                     return True
         except OSError:
             continue
@@ -226,3 +233,69 @@ def test_a_killed_sampler_makes_train_raise_and_leaves_nothing(tmp_path, start_m
             break
         time.sleep(0.1)
     assert not new, f"left in /dev/shm: {sorted(new)}"
+
+
+# ------------------------------------------------------------------ a killed process group
+
+KILLED_GROUP = """
+import sys
+sys.path.insert(0, {tests!r})
+from test_async_rl import AFFINITY, cartpole_dqn
+from rl_runners import AsyncRl, logger_context
+from rl_samplers import AsyncCpuSampler, make
+
+if __name__ == "__main__":
+    algo, agent, _ = cartpole_dqn()
+    sampler = AsyncCpuSampler(EnvCls=make, env_kwargs={{"id": "CartPole-v1"}}, batch_T=32,
+                              batch_B=8, max_decorrelation_steps=0, eval_n_envs=0,
+                              start_method={method!r})
+    affinity = {{**AFFINITY, "sampler": {{"workers_cpus": [None, None]}}}}
+    runner = AsyncRl(algo, agent, sampler, n_steps=1_000_000, seed=0, affinity=affinity,
+                     log_interval_steps=512, start_method={method!r})
+    with logger_context({log_dir!r}, 0, "group", snapshot_mode="last"):
+        runner.train()
+"""
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="Linux's /proc")
+# (not fork: this process has run torch, whose thread pools a forked child may find locked)
+@pytest.mark.parametrize("start_method", ["spawn", "forkserver"])
+def test_a_killed_process_group_leaves_nothing_in_dev_shm(tmp_path, start_method):
+    """``kill -9`` of the whole group of a running AsyncRl (the optimizer, the sampler's
+    process, its two CPU workers, the memory copier), as a scheduler's cgroup kill does: no
+    process had a named semaphore or shared-memory file open (the agent's lock, the replay's
+    read-write lock and the runner's control block have no name), so nothing is left in
+    /dev/shm. (What the processes had open is checked, not the listing of /dev/shm, where
+    other programs' entries come and go.)"""
+    script = tmp_path / "run.py"
+    tests = os.path.dirname(os.path.abspath(__file__))
+    script.write_text(KILLED_GROUP.format(tests=tests, method=start_method, log_dir=str(tmp_path)))
+    run = subprocess.Popen(
+        [sys.executable, str(script)], stdout=subprocess.DEVNULL, start_new_session=True
+    )
+    progress = tmp_path / "run_0" / "progress.csv"
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and run.poll() is None:
+            if progress.exists() and len(progress.read_text().splitlines()) >= 3:
+                break
+            time.sleep(0.05)
+        assert run.poll() is None and len(progress.read_text().splitlines()) >= 3
+        group = [psutil.Process(run.pid), *psutil.Process(run.pid).children(recursive=True)]
+        assert len(group) >= 5  # the optimizer, sampler, copier and two workers
+        named = []
+        for process in group:
+            with open(f"/proc/{process.pid}/maps") as maps:
+                named += [
+                    line.split(None, 5)[-1]
+                    for line in maps
+                    # (a named semaphore is mapped under the temporary name it was made with)
+                    if "/dev/shm/sem." in line
+                    or ("/dev/shm/" in line and not line.rstrip().endswith("(deleted)"))
+                ]
+        assert named == []
+    finally:
+        os.killpg(run.pid, signal.SIGKILL)
+        run.wait()
+    _, alive = psutil.wait_procs(group, timeout=15)
+    assert not alive

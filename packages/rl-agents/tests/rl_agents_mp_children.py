@@ -18,3 +18,11 @@ def receive_parameters(agent, changed, sent, results):
     sent.wait(60)
     agent.recv_shared_memory()
     results.put(("sent", _snapshot(agent)))
+
+
+def hold_the_lock(agent, conn):
+    """Take the shared model's lock as ``recv_shared_memory`` does, say so, and keep it until
+    told to let go."""
+    with agent._rw_lock:
+        conn.send("held")
+        conn.recv()

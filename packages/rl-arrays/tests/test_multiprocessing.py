@@ -101,6 +101,7 @@ def _open_fds():
     return len(os.listdir("/proc/self/fd"))
 
 
+@pytest.mark.serial  # /dev/shm is the whole machine's: another test's entry would show here
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc")
 def test_shared_memory_is_released_when_unused():
     gc.collect()

@@ -33,3 +33,13 @@ def sample_from(buffer, batch_B, queue):
     """Sample a shared replay buffer from another process; send back what was seen."""
     batch = buffer.sample_batch(batch_B)
     queue.put((buffer.t_total, batch.agent_inputs.observation, batch.return_))
+
+
+def hold_write_lock(lock, flag, conn):
+    """Take ``lock``'s write side, say so, and set ``flag`` after a while, before letting go."""
+    import time
+
+    with lock.write_lock():
+        conn.send("held")
+        time.sleep(0.3)
+        flag[0] = 1

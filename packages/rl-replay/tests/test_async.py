@@ -1,6 +1,7 @@
 """Async buffers: a writer process and a reader process see each other's data."""
 
 import multiprocessing as mp
+import os
 import threading
 import time
 
@@ -9,6 +10,7 @@ import pytest
 import rl_replay_mp_children as children
 from replay_world import World, decode
 
+from rl_arrays import np_mp_array
 from rl_replay import (
     AsyncPrioritizedReplayBuffer,
     AsyncPrioritizedSequenceReplayFrameBuffer,
@@ -85,3 +87,28 @@ def test_rw_lock_readers_share_writers_exclude():
         events.append("reader done")
     thread.join(5)
     assert events == ["two readers", "reader done", "writer"]
+
+
+def named_semaphores():
+    """The named semaphores this process has open (each is mapped from /dev/shm): inodes."""
+    with open("/proc/self/maps") as f:
+        return {line.split()[4] for line in f if "/dev/shm/sem." in line}
+
+
+@pytest.mark.skipif(
+    not (os.path.exists("/proc/self/maps") and os.confstr("CS_GNU_LIBC_VERSION")),
+    reason="semaphores on anonymous shared memory: Linux with glibc",
+)
+def test_rw_lock_excludes_across_processes_and_names_nothing(ctx):
+    """A writer in a child keeps a reader here waiting; no semaphore with a name in /dev/shm
+    (one would be left there if the processes were killed)."""
+    before = named_semaphores()
+    lock, flag = RWLock(), np_mp_array(1, np.int64)
+    here, there = ctx.Pipe()
+    writer = _run(ctx, children.hold_write_lock, lock, flag, there)
+    assert here.poll(TIMEOUT) and here.recv() == "held"
+    with lock.read_lock():
+        assert flag[0] == 1  # the writer was done before the reader got in
+    writer.join(TIMEOUT)
+    assert writer.exitcode == 0
+    assert named_semaphores() == before

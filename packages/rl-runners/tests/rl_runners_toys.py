@@ -250,6 +250,27 @@ TRUE_WEIGHT = np.array([1.0, -2.0, 0.5], np.float32)
 INITIALIZED, SHUT_DOWN, BATCHES, EVALUATIONS, RECEIVED, AFFINITY_MARK = range(6)
 
 
+class PipeLock:
+    """A lock between processes over a pipe (a byte is its token), as rl-agents' and
+    rl-replay's locks have no name in /dev/shm: a kill -9 of the whole group leaves nothing."""
+
+    def __init__(self):
+        self._out, self._in = mp.Pipe(duplex=False)
+        self.release()
+
+    def acquire(self):
+        os.read(self._out.fileno(), 1)
+
+    def release(self):
+        os.write(self._in.fileno(), b"\1")
+
+    def __enter__(self):
+        self.acquire()
+
+    def __exit__(self, *exc):
+        self.release()
+
+
 class ToyAsyncAgent(ToyAgent):
     """``ToyAgent`` with the asynchronous calls: its model goes on shared memory
     (``initialize_shared``) and the training process trains it in place, counting the
@@ -261,7 +282,7 @@ class ToyAsyncAgent(ToyAgent):
         self.model.share_memory()
         self.shared_model = self.model
         self.sent = torch.zeros((), dtype=torch.int64).share_memory_()
-        self.lock = mp.get_context("spawn").Lock()
+        self.lock = PipeLock()
         self.received = 0
 
     def async_cpu(self):
@@ -279,6 +300,10 @@ class ToyAsyncAgent(ToyAgent):
                 self.received = int(self.sent)
 
 
+class ToyWorkerError(ChildProcessError):
+    """What rl-samplers' WorkerError is: a sampler worker died (one line)."""
+
+
 class ToyAsyncSampler:
     """Writes batch ``itr`` into half ``db_idx`` of its double buffer: random observations,
     rewards ``observation @ TRUE_WEIGHT`` and ``batch`` = ``itr`` everywhere (so the replay
@@ -287,7 +312,8 @@ class ToyAsyncSampler:
 
     ``delay``: seconds per batch. ``fail_at``: raise in that iteration; ``die_at``: end the
     process there without a word; ``die_holding_lock_at``: the same while holding the
-    agent's lock (which the training process then waits for). ``record`` (shared memory):
+    agent's lock (which the training process then waits for); ``worker_dies_at``: raise a
+    ``ToyWorkerError`` there. ``record`` (shared memory):
     what happened in the sampler's process (see the slot names above).
     """
 
@@ -299,11 +325,12 @@ class ToyAsyncSampler:
         fail_at=None,
         die_at=None,
         die_holding_lock_at=None,
+        worker_dies_at=None,
         eval_n_envs=2,
     ):
         self.batch_spec = SimpleNamespace(T=batch_T, B=batch_B, size=batch_T * batch_B)
         self.delay, self.fail_at, self.die_at = delay, fail_at, die_at
-        self.die_holding_lock_at = die_holding_lock_at
+        self.die_holding_lock_at, self.worker_dies_at = die_holding_lock_at, worker_dies_at
         self.eval_n_envs = eval_n_envs
         self.record = np_mp_array(6, np.int64)
 
@@ -342,6 +369,8 @@ class ToyAsyncSampler:
         if itr == self.die_holding_lock_at:
             self.agent.lock.acquire()
             os._exit(4)
+        if itr == self.worker_dies_at:
+            raise ToyWorkerError(f"toy sampler worker 1 (pid 12345) was killed by SIGKILL at {itr}")
         if self.delay:
             time.sleep(self.delay)
         self.agent.recv_shared_memory()
@@ -369,7 +398,7 @@ class ToyReplay:
     was overwritten while it was copied)."""
 
     def __init__(self, n_batches, T, B):
-        self.lock = mp.get_context("spawn").Lock()
+        self.lock = PipeLock()
         self.observation = np_mp_array((n_batches, T, B, OBS_DIM), np.float32)
         self.reward = np_mp_array((n_batches, T, B), np.float32)
         self.order = np_mp_array(n_batches, np.int64)

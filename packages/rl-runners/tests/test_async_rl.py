@@ -1,13 +1,17 @@
 """AsyncRl and AsyncRlEval with toy components (rl_runners_toys): the sampler and the memory
 copier in processes of their own, rows by sampler iterations, the replay ratio kept whichever
-side is slower, failures of a child raised quickly, Ctrl-C, and nothing left behind (no
-child process, no /dev/shm entry)."""
+side is slower, failures of a child raised quickly, Ctrl-C, stop signals and resume, and
+nothing left behind (no child process, no /dev/shm entry, even after a kill -9 of the whole
+process group)."""
 
+import contextlib
 import csv
 import gc
 import multiprocessing as mp
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from multiprocessing import resource_tracker
@@ -30,6 +34,10 @@ from rl_runners_toys import (
 
 from rl_runners import AsyncRl, AsyncRlEval, load_checkpoint, logger_context
 
+# Every test checks that no /dev/shm entry is left, and /dev/shm is the whole machine's: the
+# tests of other workers would show there.
+pytestmark = pytest.mark.serial
+
 # 8 steps a batch, 24 iterations, a row every 8; learning from iteration 2 (3 batches in),
 # then 4 updates of 8 samples per batch of 8: a call every quarter iteration.
 RUN = dict(n_steps=192, log_interval_steps=64, seed=1)
@@ -44,12 +52,16 @@ def mapped_by_others(name):
     programs use /dev/shm too: their entries come and go during a test)."""
     if not os.path.isdir("/proc"):
         return False
+    try:  # (by inode: a named semaphore is mapped under the temporary name it was made with)
+        inode = str(os.stat(f"/dev/shm/{name}").st_ino)
+    except OSError:
+        return True  # (gone meanwhile)
     for pid in filter(str.isdigit, os.listdir("/proc")):
         if int(pid) == os.getpid():
             continue
         try:
             with open(f"/proc/{pid}/maps") as f:
-                if f"/dev/shm/{name}" in f.read():
+                if any("/dev/shm/" in line and line.split()[4] == inode for line in f):
                     return True
         except OSError:
             continue
@@ -241,7 +253,7 @@ def test_ctrl_c_ends_every_process(tmp_path):
     assert not (tmp_path / "async" / "progress.csv").exists()  # (stopped before a row)
 
 
-def test_snapshots_hold_the_agent_and_optimizer_and_resume_is_refused(tmp_path):
+def test_snapshots_hold_the_agent_and_optimizer_and_a_finished_run_resumes_to_its_end(tmp_path):
     algo, agent, sampler = make_async()
     runner = AsyncRl(algo, agent, sampler, start_method="fork", **RUN)
     with logger_context(tmp_path, 0, "snap", snapshot_mode="last") as run_dir:
@@ -249,10 +261,139 @@ def test_snapshots_hold_the_agent_and_optimizer_and_resume_is_refused(tmp_path):
     checkpoint = load_checkpoint(run_dir)
     assert checkpoint["itr"] == 23 and checkpoint["cum_steps"] == 192
     assert checkpoint["sampler_state"] is False
+    assert checkpoint["runner_state"]["async_opt_calls"] == 84  # (one update a call)
     torch.testing.assert_close(checkpoint["agent_state_dict"]["weight"], agent.model.weight)
     assert "optimizer" in checkpoint["optimizer_state_dict"]
-    with pytest.raises(NotImplementedError, match="resume"):
+    algo, agent, sampler = make_async()
+    runner = AsyncRl(algo, agent, sampler, start_method="fork", **RUN)
+    with logger_context(tmp_path, 0, "snap", snapshot_mode="last"):
+        runner.resume(run_dir)  # (nothing left to do)
+    assert sampler.record[BATCHES] == 0 and len(read_progress(run_dir)) == 3
+    torch.testing.assert_close(agent.model.weight, checkpoint["agent_state_dict"]["weight"])
+
+
+def _stop_with(signum, sampler, after_batches):
+    """(thread) Send ``signum`` to this process once the sampler has made some batches."""
+    deadline = time.monotonic() + 60
+    while sampler.record[BATCHES] < after_batches and time.monotonic() < deadline:
+        time.sleep(0.002)
+    os.kill(os.getpid(), signum)
+
+
+@pytest.mark.parametrize(
+    "runner_cls, signum, start_method",
+    [(AsyncRl, signal.SIGTERM, "fork"), (AsyncRlEval, signal.SIGUSR1, "spawn")],
+)
+def test_a_stop_signal_snapshots_and_resume_goes_on_from_there(
+    tmp_path, runner_cls, signum, start_method
+):
+    """SIGTERM or SIGUSR1 mid-run: the runner stops with a snapshot (its children live
+    through it), and resume starts the sampler at the snapshot's iteration, its environments
+    restarted, the rows going on to the end with none twice."""
+    previous = signal.signal(signum, lambda *_: None)  # (a signal too late for the run)
+    try:
+        algo, agent, sampler = make_async(dict(delay=0.05))
+        runner = runner_cls(algo, agent, sampler, **{**RUN, "start_method": start_method})
+        stopper = threading.Thread(target=_stop_with, args=(signum, sampler, 10))
+        stopper.start()
+        with logger_context(tmp_path, 0, "stopped", snapshot_mode="last") as run_dir:
+            runner.train()
+        stopper.join()
+    finally:
+        signal.signal(signum, previous)
+    assert runner.stopped_by == signal.Signals(signum).name
+    checkpoint = load_checkpoint(run_dir)
+    done = checkpoint["next_itr"]
+    assert 8 <= done < 24 and checkpoint["cum_steps"] == done * 8
+    assert sampler.record[SHUT_DOWN] == 1  # (the sampler's process was not killed by it)
+    rows = read_progress(run_dir)
+    iterations = [7, 15, 23] if runner_cls is AsyncRl else [0, 7, 15, 23]
+    assert column(rows, "Iteration", int) == iterations[: len(rows)]
+
+    algo, agent, sampler = make_async()
+    runner = runner_cls(algo, agent, sampler, **{**RUN, "start_method": start_method})
+    with logger_context(tmp_path, 0, "stopped", snapshot_mode="last"):
         runner.resume(run_dir)
+    assert runner.stopped_by is None
+    rows = read_progress(run_dir)
+    assert column(rows, "Iteration", int) == iterations
+    assert column(rows, "CumSteps", int)[-1] == 192
+    # The sampler began where the snapshot was; with no replay saved, the replay holds only
+    # the batches since, and learning started again once 3 were in.
+    assert sampler.record[BATCHES] == 24 - done
+    if runner_cls is AsyncRlEval:  # (no evaluation before the first batch of a resume)
+        assert sampler.record[EVALUATIONS] == sum(1 for b in (8, 16, 24) if b > done)
+    count = int(algo.replay_buffer.count[0])
+    np.testing.assert_array_equal(algo.replay_buffer.order[:count], np.arange(done, 24))
+    assert algo.record and all(
+        in_replay >= 3 and sampler_itr >= done + 2 for _, in_replay, sampler_itr in algo.record
+    )
+    assert algo.update_counter > checkpoint["cum_updates"]
+    log = (run_dir / "debug.log").read_text()
+    assert f"Resumed from {run_dir / 'params.pt'} after {done} iterations." in log
+    assert log.count("The environments restart") == 1
+
+
+def test_a_childs_child_process_error_is_raised_as_it_is(tmp_path):
+    """A ChildProcessError in the sampler's process (rl-samplers' WorkerError: a worker
+    died) is raised here as it is, one line, not as a traceback."""
+    with pytest.raises(ChildProcessError) as caught:
+        train(tmp_path, sampler_kwargs=dict(delay=0.01, worker_dies_at=5))
+    assert type(caught.value).__name__ == "ToyWorkerError"
+    assert str(caught.value) == "toy sampler worker 1 (pid 12345) was killed by SIGKILL at 5"
+
+
+KILLED = """
+import sys
+sys.path.insert(0, {tests!r})
+from rl_runners_toys import make_async
+from rl_runners import AsyncRl, logger_context
+if __name__ == "__main__":
+    algo, agent, sampler = make_async(dict(delay=0.02))
+    runner = AsyncRl(algo, agent, sampler, n_steps=8 * 10_000, log_interval_steps=64, seed=1,
+                     start_method={method!r})
+    with logger_context({log_dir!r}, 0, "killed", snapshot_mode="last"):
+        runner.train()
+"""
+
+
+@pytest.mark.parametrize("start_method", ["fork", "spawn"])
+def test_a_killed_process_group_leaves_nothing_in_dev_shm(tmp_path, start_method):
+    """``kill -9`` of the whole group (a scheduler's cgroup kill) mid-run: no process of the
+    run had a named semaphore or shared-memory file open (the control block's pipes and
+    counters have no name), so nothing is left in /dev/shm."""
+    script = tmp_path / "run.py"
+    tests = os.path.dirname(os.path.abspath(__file__))
+    script.write_text(KILLED.format(tests=tests, method=start_method, log_dir=str(tmp_path)))
+    run = subprocess.Popen(
+        [sys.executable, str(script)], stdout=subprocess.DEVNULL, start_new_session=True
+    )
+    progress = tmp_path / "run_0" / "progress.csv"
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (
+            progress.exists() and len(progress.read_text().splitlines()) >= 2
+        ):
+            time.sleep(0.05)
+        assert run.poll() is None and len(progress.read_text().splitlines()) >= 2
+        processes = [psutil.Process(run.pid), *psutil.Process(run.pid).children(recursive=True)]
+        assert len(processes) >= 3  # the main process, the sampler's and the copier
+        named = []
+        for process in processes:
+            with open(f"/proc/{process.pid}/maps") as maps:
+                named += [
+                    line.split(None, 5)[-1]
+                    for line in maps
+                    if "/dev/shm/sem." in line
+                    or ("/dev/shm/" in line and not line.rstrip().endswith("(deleted)"))
+                ]
+        assert named == []
+    finally:
+        os.killpg(run.pid, signal.SIGKILL)
+        run.wait()
+    for process in processes:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            process.wait(10)
 
 
 def test_bad_arguments_are_refused_before_any_work():

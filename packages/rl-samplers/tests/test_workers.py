@@ -1,6 +1,7 @@
 """Parallel sampler workers in trouble, with real processes and signals: a stopped worker
 times out by name, a killed one is named in one line, a killed process group leaves no
-named semaphore or shared memory behind, and a seed fixes every sample and episode."""
+named semaphore or shared memory behind, workers live through the stop signals a scheduler
+sends the whole group, and a seed fixes every sample and episode."""
 
 import multiprocessing as mp
 import os
@@ -17,6 +18,7 @@ from sampler_toys import CountingEnv, EchoAgent, NoisyAgent, SlowEnv, assert_sam
 
 from rl_arrays import buffer_method
 from rl_samplers import AlternatingSampler, CpuSampler, GpuSampler
+from rl_samplers._worker import COLLECT
 
 CONFIG = dict(batch_T=6, batch_B=4, max_decorrelation_steps=5)
 TESTS = os.path.dirname(os.path.abspath(__file__))
@@ -41,6 +43,7 @@ def _gone(pid):
     ("sampler_cls", "method"),
     [(CpuSampler, "fork"), (CpuSampler, "spawn"), (GpuSampler, "fork")],
 )
+@pytest.mark.serial  # timed to the second: not beside other tests
 def test_a_stopped_worker_times_out_by_name(sampler_cls, method):
     if method not in mp.get_all_start_methods():
         pytest.skip(f"no {method} here")
@@ -70,6 +73,7 @@ def test_a_stopped_worker_times_out_by_name(sampler_cls, method):
     ("sampler_cls", "method"),
     [(CpuSampler, "fork"), (CpuSampler, "forkserver"), (CpuSampler, "spawn"), (GpuSampler, "fork")],
 )
+@pytest.mark.serial  # timed to the second: not beside other tests
 def test_a_killed_worker_is_named_in_one_line(sampler_cls, method):
     if method not in mp.get_all_start_methods():
         pytest.skip(f"no {method} here")
@@ -136,9 +140,12 @@ def test_a_killed_process_group_leaves_nothing_named(start_method, sampler_cls, 
         for process in processes:
             with open(f"/proc/{process.pid}/maps") as maps:
                 named += [
-                    line.split()[-1]
+                    line.split(None, 5)[-1]
                     for line in maps
-                    if "/dev/shm/" in line and not line.rstrip().endswith("(deleted)")
+                    # (a named semaphore is mapped under the temporary name it was made with,
+                    # "(deleted)" once linked to its own: /dev/shm/sem.* is one either way)
+                    if "/dev/shm/sem." in line
+                    or ("/dev/shm/" in line and not line.rstrip().endswith("(deleted)"))
                 ]
         assert named == []
     finally:
@@ -148,6 +155,84 @@ def test_a_killed_process_group_leaves_nothing_named(start_method, sampler_cls, 
     while time.monotonic() < deadline and not all(_gone(p.pid) for p in processes):
         time.sleep(0.05)
     assert all(_gone(p.pid) for p in processes)
+
+
+SIGNALLED = """
+import signal, sys
+got = set()  # (what a runner does: the main process handles the stop signals)
+if __name__ == "__main__":
+    for name in ("SIGTERM", "SIGUSR1"):
+        signal.signal(getattr(signal, name), lambda signum, frame: got.add(signum))
+    print("listening", flush=True)
+sys.path.insert(0, {tests!r})
+from sampler_toys import CountingEnv, EchoAgent
+from rl_samplers import {cls}
+if __name__ == "__main__":
+    s = {cls}(CountingEnv, {{}}, batch_T=2, batch_B=2, start_method={method!r})
+    s.initialize(EchoAgent(), seed=0)
+    print("ready", flush=True)
+    sys.stdin.readline()
+    s.obtain_samples(0)
+    print("sampled", *sorted(signal.Signals(n).name for n in got), flush=True)
+    s.shutdown()
+"""
+
+
+@pytest.mark.parametrize("sampler_cls", [CpuSampler, GpuSampler])
+def test_workers_live_through_the_stop_signals_sent_to_the_group(
+    start_method, sampler_cls, tmp_path
+):
+    """SIGTERM and SIGUSR1 to the whole process group (a scheduler's preemption), again and
+    again from the workers' start on: the main process handles them, the workers go on."""
+    if sampler_cls is GpuSampler and start_method != "fork":
+        pytest.skip("one start method is enough for the action server")
+    script = tmp_path / "run.py"
+    script.write_text(SIGNALLED.format(tests=TESTS, cls=sampler_cls.__name__, method=start_method))
+    run = subprocess.Popen(
+        [sys.executable, str(script)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    lines = []
+    reader = threading.Thread(target=lambda: lines.extend(run.stdout), daemon=True)
+    reader.start()
+    try:
+        deadline = time.monotonic() + 60
+        while not lines and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert lines == ["listening\n"]  # (the main process's handlers are in place)
+        while len(lines) < 2 and run.poll() is None and time.monotonic() < deadline:
+            for signum in (signal.SIGTERM, signal.SIGUSR1):
+                os.killpg(run.pid, signum)
+            time.sleep(0.05)
+        assert lines == ["listening\n", "ready\n"]
+        for signum in (signal.SIGTERM, signal.SIGUSR1):
+            os.killpg(run.pid, signum)
+        time.sleep(0.2)
+        run.stdin.write("go\n")
+        run.stdin.flush()
+        assert run.wait(60) == 0
+        reader.join(5)
+        assert lines == ["listening\n", "ready\n", "sampled SIGTERM SIGUSR1\n"]
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+            run.wait()
+
+
+def test_shutdown_kills_busy_workers():
+    """A worker in the middle of a batch does not hear a request to quit, and ignores
+    SIGTERM: shutdown kills it."""
+    sampler = CpuSampler(SlowEnv, {"delay": 0.01}, **dict(CONFIG, batch_T=500))
+    sampler.initialize(EchoAgent(), seed=0)
+    workers = list(sampler.workers)
+    sampler._command(COLLECT, 0, 0)  # (a batch of 5 s)
+    time.sleep(0.2)
+    sampler.shutdown()
+    assert [w.exitcode for w in workers] == [-signal.SIGKILL] * len(workers)
+    assert not mp.active_children()
 
 
 def _run(sampler_cls, start_method):

@@ -55,7 +55,8 @@ def test_unknown_names_are_refused_with_what_exists():
         ("td3", "Hopper-v5", "mujoco-td3"),
         ("ddpg", "Walker2d-v5", "mujoco-ddpg"),
         ("sac", "Ant-v5", "mujoco-sac"),
-        ("ppo", "Hopper-v5", None),
+        ("ppo", "Hopper-v5", "ppo-mujoco"),
+        ("ppo", "Walker2d-v5", "ppo-mujoco"),
         ("sac", "MountainCarContinuous-v0", None),
     ],
 )

@@ -143,17 +143,17 @@ def test_two_processes_train_together_and_resume_after_a_kill(tmp_path):
     assert main(["eval", str(run_dir), "--episodes", "1"]) == 0  # its agent plays
 
 
-def test_an_asynchronous_run_trains_and_is_not_resumed(tmp_path, capsys):
-    """--async: the sampler in its own process, rows by sampler steps as usual."""
+def test_an_asynchronous_run_trains_and_a_finished_one_resumes_to_its_end(tmp_path, capsys):
+    """--async: the sampler in its own process, rows by sampler steps as usual (a stopped
+    or killed one resumes: test_preemption.py)."""
     args = ["train", "dqn", "--async", "--log-dir", str(tmp_path), "--steps", "1536"]
     assert main([*args, "--set", "runner.log_interval_steps=512"]) == 0
     run_dir = tmp_path / "run_0"
     rows = _rows(run_dir)
     assert [int(r["CumSteps"]) for r in rows] == [0, 512, 1024, 1536]
     assert float(rows[-1]["ReplayRatio"]) == 32  # the preset's, once learning has started
-    capsys.readouterr()
-    assert main(["resume", str(run_dir)]) == 2
-    assert "cannot be resumed" in capsys.readouterr().err
+    assert main(["resume", str(run_dir)]) == 0  # (nothing left to do)
+    assert [int(r["CumSteps"]) for r in _rows(run_dir)] == [0, 512, 1024, 1536]
 
 
 def test_train_runs_as_a_torchrun_job_and_resumes_as_one(tmp_path):

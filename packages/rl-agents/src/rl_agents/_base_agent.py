@@ -10,7 +10,7 @@ from __future__ import annotations
 import abc
 import inspect
 import multiprocessing as mp
-import multiprocessing.synchronize
+import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, cast
 
@@ -34,6 +34,38 @@ _NO_FORWARD_BUFFER_SYNC: dict[str, Any] = (
     if "forward_sync_buffers" in inspect.signature(DistributedDataParallel).parameters
     else {"broadcast_buffers": False}
 )
+
+
+class _PipeLock:
+    """The lock over an agent's shared model, between processes: its one token is a byte in
+    a pipe, which ``acquire`` takes out (waiting in the kernel; a signal interrupts the wait,
+    Ctrl-C raises there) and ``release`` puts back. The pipe passes to children as file
+    descriptors under every start method: nothing has a name in /dev/shm, so nothing is left
+    there however the processes end (a multiprocessing lock under spawn is a named
+    semaphore, which a ``kill -9`` of the whole group leaves behind)."""
+
+    def __init__(self) -> None:
+        self._reader, self._writer = mp.Pipe(duplex=False)
+        self.release()
+
+    def __getstate__(self) -> dict[str, Any]:
+        mp.context.assert_spawning(self)  # (as a multiprocessing lock: to children only)
+        return {"reader": self._reader, "writer": self._writer}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self._reader, self._writer = state["reader"], state["writer"]
+
+    def acquire(self) -> None:
+        os.read(self._reader.fileno(), 1)
+
+    def release(self) -> None:
+        os.write(self._writer.fileno(), b"\1")
+
+    def __enter__(self) -> None:
+        self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
 
 
 class BaseAgent(abc.ABC):
@@ -77,7 +109,7 @@ class BaseAgent(abc.ABC):
         self._mode: str | None = None
         self._send_count: torch.Tensor | None = None
         self._recv_count = 0
-        self._rw_lock: multiprocessing.synchronize.Lock | None = None
+        self._rw_lock: _PipeLock | None = None
 
     # -------------------------------------------------------------------- setup
 
@@ -124,8 +156,7 @@ class BaseAgent(abc.ABC):
             model.share_memory()
             self.shared_model = model
             self._send_count = torch.zeros((), dtype=torch.int64).share_memory_()
-            # A spawn-context lock can be handed to children under every start method.
-            self._rw_lock = mp.get_context("spawn").Lock()
+            self._rw_lock = _PipeLock()
 
     def _make_model(self) -> torch.nn.Module:
         if self.ModelCls is None:
@@ -205,9 +236,7 @@ class BaseAgent(abc.ABC):
             model.share_memory()
         self.model = model
 
-    def _require_shared(
-        self, what: str
-    ) -> tuple[torch.nn.Module, torch.Tensor, multiprocessing.synchronize.Lock]:
+    def _require_shared(self, what: str) -> tuple[torch.nn.Module, torch.Tensor, _PipeLock]:
         """The shared model, the count of updates sent to it and the lock over both."""
         if self.shared_model is None or self._send_count is None or self._rw_lock is None:
             raise RuntimeError(f"{what}() needs the agent initialized with share_memory=True")

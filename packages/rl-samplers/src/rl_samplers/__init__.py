@@ -52,6 +52,7 @@ from ._serial import SerialSampler
 from ._spaces import Composite, FloatBox, IntBox, Space
 from ._torch_envs import TorchCartPole, TorchPendulum
 from ._traj_info import TrajInfo
+from ._worker import WorkerError, WorkerTimeout
 
 __version__ = _version("rl-samplers")
 
@@ -107,6 +108,8 @@ __all__ = [
     "TorchPendulum",
     "TrajInfo",
     "UnsavedState",
+    "WorkerError",
+    "WorkerTimeout",
     "check_env",
     "load_state",
     "make",

@@ -178,7 +178,9 @@ def _load_generator(live: Any, state: dict[str, Any], path: str) -> Any:
         if saved.get("bit_generator") not in _BIT_GENERATORS:
             raise ValueError(f"{path}: an unknown bit generator {saved.get('bit_generator')!r}")
         bits = getattr(np.random, saved["bit_generator"])()
-        live = np.random.RandomState(bits) if state.get("legacy", False) else np.random.Generator(bits)
+        live = (
+            np.random.RandomState(bits) if state.get("legacy", False) else np.random.Generator(bits)
+        )
     if isinstance(live, np.random.Generator) and not state.get("legacy", False):
         live.bit_generator.state = saved
     elif isinstance(live, np.random.RandomState) and state.get("legacy", False):

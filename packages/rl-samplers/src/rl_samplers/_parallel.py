@@ -41,6 +41,7 @@ from ._worker import (
     QUIT,
     WorkerError,
     WorkerTimeout,
+    ignored_signals_held,
     sampling_process,
 )
 
@@ -188,7 +189,8 @@ class ParallelSamplerBase(BaseSampler):
                     name=f"sampler-worker-{w}",
                     daemon=True,
                 )
-                process.start()
+                with ignored_signals_held(ctx.get_start_method()):  # (none ends it early)
+                    process.start()
                 self.workers.append(process)
                 self.links.append(link)
                 self._busy.add(w)  # (until it says it is ready)
@@ -328,17 +330,15 @@ class ParallelSamplerBase(BaseSampler):
 
     def shutdown(self, kill: Iterable[int] = ()) -> None:
         """End every worker: ask those waiting for a command to quit (they close their
-        envs), terminate those busy with one (they would not hear), kill those in ``kill``
-        (SIGKILL ends a stopped process too); then close the pipes.  Shared memory is freed
-        with the last process using it."""
+        envs), kill those busy with one (they would not hear; they ignore SIGTERM, which a
+        scheduler sends the whole process group, and SIGKILL ends a stopped process too);
+        then close the pipes.  Shared memory is freed with the last process using it."""
         workers, self.workers = self.workers, []
         links, self.links = self.links, []
         kill, busy, self._busy = set(kill), self._busy, set()
         for w, (process, link) in enumerate(zip(workers, links, strict=True)):
-            if w in kill:
+            if w in kill or w in busy:
                 process.kill()
-            elif w in busy:
-                process.terminate()
             else:
                 with contextlib.suppress(OSError):  # (it is gone)
                     link.send((QUIT, 0, 0))

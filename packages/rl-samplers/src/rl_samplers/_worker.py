@@ -18,7 +18,7 @@ import select
 import signal
 import sys
 import traceback
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -27,7 +27,15 @@ import numpy as np
 from ._env import Env
 from ._traj_info import set_traj_info_kwargs
 
-__all__ = ["Gate", "WorkerError", "WorkerTimeout", "initialize_worker", "sampling_process"]
+__all__ = [
+    "IGNORED_SIGNALS",
+    "Gate",
+    "WorkerError",
+    "WorkerTimeout",
+    "ignored_signals_held",
+    "initialize_worker",
+    "sampling_process",
+]
 
 # Commands, from the main process.
 COLLECT, EVALUATE, QUIT = 0, 1, 2
@@ -89,11 +97,48 @@ class Gate:
         return True
 
 
+# What a worker ignores: Ctrl-C, and the stop signals of a scheduler (SIGTERM) or of SLURM's
+# warning (SIGUSR1). They go to the whole process group; the main process handles them (it
+# finishes its iteration, checkpoints and ends the workers itself).
+IGNORED_SIGNALS = tuple(
+    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGUSR1") if hasattr(signal, name)
+)
+
+
+@contextlib.contextmanager
+def ignored_signals_held(start_method: str | None = None) -> Iterator[None]:
+    """Hold back ``IGNORED_SIGNALS`` in this thread while it starts processes with
+    ``start_method``: a child inherits the mask (under fork, spawn, and the fork server
+    started meanwhile) and keeps them held until it ignores them (``_exit_with``), so none
+    ends it during its start-up. Those that came meanwhile reach this process when the
+    block ends."""
+    if not hasattr(signal, "pthread_sigmask"):  # (no signal masks: Windows)
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, IGNORED_SIGNALS)
+    try:
+        if start_method in ("spawn", "forkserver"):
+            # multiprocessing starts its resource tracker (for those two) with SIGINT and
+            # SIGTERM held, then unblocks them, whatever the mask was: start it first, and
+            # hold them again.
+            from multiprocessing import resource_tracker
+
+            resource_tracker.ensure_running()
+            signal.pthread_sigmask(signal.SIG_BLOCK, IGNORED_SIGNALS)
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
 def _exit_with(main_pid: int) -> None:
     """Never outlive the main process: on Linux the kernel kills this worker when its
-    parent dies (the main process, or the fork server that dies with it); Ctrl-C is left
-    to the main process, which ends the workers itself."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    parent dies (the main process, or the fork server that dies with it); Ctrl-C and the
+    stop signals are left to the main process (``IGNORED_SIGNALS``), which ends the workers
+    itself (SIGKILL for a busy one)."""
+    for signum in IGNORED_SIGNALS:
+        signal.signal(signum, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):  # (held back while this process started)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, IGNORED_SIGNALS)
     if sys.platform.startswith("linux"):
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     try:

@@ -29,6 +29,9 @@ DEFAULTS: dict[str, Any] = {
         # that step while it acts for the other) | batched (torch:, vec: and ale: envs)
         "kind": "serial",
         "workers": None,  # cpu / gpu samplers: default one per core
+        # cpu / gpu / alternating samplers: seconds a worker may go without answering before
+        # the run stops with a line naming it (a dead worker stops it at once)
+        "worker_timeout": 300.0,
         "batch_T": 32,
         "batch_B": 8,
         "max_decorrelation_steps": 0,
@@ -176,6 +179,29 @@ _MUJOCO_QPG = {
     "runner": {"log_interval_steps": 10_000},
 }
 _MUJOCO_REPLAY = {"discount": 0.99, "min_steps_learn": 10_000, "replay_size": 1_000_000}
+
+# PPO on MuJoCo locomotion: rl-baselines3-zoo's tuned settings for Hopper (hyperparams/ppo.yml,
+# Hopper-v4; its HalfCheetah and Walker2d entries change the values, not the shape: see
+# benchmarks/learning_suite.py). One environment x 512 steps, 5 epochs of 16 minibatches of 32,
+# constant learning rate and ratio clip, advantages standardised per minibatch, Adam eps 1e-5
+# (SB3's), value_loss_coeff twice the zoo's vf_coef (ours is on 0.5 x the squared error);
+# separate [256, 256] ReLU MLPs, a linear mean, log std from -2, observations standardised by
+# running statistics. The zoo also normalises rewards (VecNormalize), which our PPO does not do.
+# Evaluation as the zoo's: deterministic, 10 whole episodes, one after another.
+_MUJOCO_PPO = {
+    "discount": 0.999,
+    "gae_lambda": 0.99,
+    "learning_rate": 9.80828e-5,
+    "linear_lr_schedule": False,
+    "ratio_clip": 0.2,
+    "epochs": 5,
+    "minibatches": 16,
+    "entropy_loss_coeff": 0.00229519,
+    "value_loss_coeff": 2 * 0.835671,
+    "clip_grad_norm": 0.7,
+    "normalize_advantage": "minibatch",
+    "optim_kwargs": {"eps": 1e-5, "fused": True},
+}
 
 # PPO in rsl_rl's style, its usual settings (as benchmarks/vec_env.py sets both sides), for
 # batched environments: 4096 envs x 24 steps, 5 epochs x 4 minibatches, Adam at 1e-3 adapted
@@ -448,6 +474,30 @@ PRESETS: dict[str, dict[str, Any]] = {
             "replay_size": 100_000,
         },
     },
+    "ppo-mujoco": {
+        "algo": "ppo",
+        "env": "Hopper-v5",
+        "steps": 1_000_000,
+        "sampler": {
+            "batch_T": 512,
+            "batch_B": 1,
+            "eval_n_envs": 1,
+            "eval_max_steps": 10_000,
+            "eval_max_trajectories": 10,
+        },
+        "agent": {
+            "deterministic_eval": True,
+            "model_kwargs": {
+                "hidden_sizes": [256, 256],
+                "hidden_nonlinearity": "ReLU",
+                "mu_nonlinearity": None,
+                "init_log_std": -2.0,
+                "normalize_observation": True,
+            },
+        },
+        "runner": {"log_interval_steps": 20_480},
+        "algo_kwargs": _MUJOCO_PPO,
+    },
     # rlpyt's sac_1M_serial, without reward_scale=5 and policy_output_regularization=0.001:
     # settings of rlpyt's first SAC (a value network and a fixed temperature); with a learned
     # temperature the entropy target sets that balance (SAC's authors then used 1).
@@ -512,6 +562,8 @@ PRESET_ABOUT = {
     "pendulum-sac": "SAC on Pendulum-v1, one update per step: -200 within 20k steps",
     "pendulum-td3": "TD3 on Pendulum-v1, one update per step: -200 within 20k steps",
     "pendulum-ddpg": "DDPG on Pendulum-v1, one update per step: -250 within 20k steps",
+    "ppo-mujoco": "Gaussian PPO on MuJoCo locomotion, the zoo's tuned Hopper settings: 1 env "
+    "x 512 steps, normalised observations, 1M steps",
     "mujoco-sac": "SAC on MuJoCo locomotion, the reference's configuration, 1M steps",
     "mujoco-td3": "TD3 on MuJoCo locomotion, the reference's configuration, 1M steps",
     "mujoco-ddpg": "DDPG on MuJoCo locomotion, the reference's configuration, 1M steps",

@@ -777,11 +777,6 @@ def resume(
             f"{progress} is not readable text (damaged?): {error}; resume appends to it: "
             "restore it, or move it away to start a new one"
         ) from error
-    if config["runner"].get("asynchronous", False):
-        raise ValueError(
-            f"{run_dir} was trained with runner.asynchronous=True: such runs cannot be resumed "
-            "(the sampler and the replay live in other processes)"
-        )
     with _settings_of(run_dir / "params.json"):
         runner = build(config, affinity)
     if checkpointer is not None:
