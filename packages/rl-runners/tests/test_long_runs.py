@@ -155,3 +155,12 @@ def test_one_writer_per_run_directory_and_a_crashed_one_frees_it(tmp_path):
         (run_dir / ".params.pt.999.tmp").write_bytes(b"a killed writer's")
     with logger_context(tmp_path, 0, "again", override_prefix=True) as run_dir:
         assert not list(run_dir.glob(".*.tmp"))  # removed by the next writer
+
+
+def test_a_checkpoint_of_another_model_is_refused_in_one_line(tmp_path):
+    run_dir = train(runner_for(MinibatchRl, N_STEPS // 2), tmp_path)
+    checkpoint = load_checkpoint(run_dir)
+    checkpoint["agent_state_dict"]["weight"] = torch.zeros(2, 7)  # (another model's shape)
+    torch.save(checkpoint, run_dir / "params.pt")
+    with pytest.raises(ValueError, match=r"does not fit this run's agent .*size mismatch"):
+        resume(runner_for(MinibatchRl, N_STEPS), run_dir)

@@ -292,9 +292,16 @@ class Checkpointer:
         and drop later progress.csv rows."""
         algo = runner.algo
         _remove_other_companions(path, checkpoint["snapshot_id"])  # (a killed writer's)
-        runner.agent.load_state_dict(checkpoint["agent_state_dict"])
-        if load_optimizer:
-            algo.load_optim_state_dict(checkpoint["optimizer_state_dict"])
+        try:
+            runner.agent.load_state_dict(checkpoint["agent_state_dict"])
+            if load_optimizer:
+                algo.load_optim_state_dict(checkpoint["optimizer_state_dict"])
+        except (RuntimeError, KeyError, ValueError) as e:  # (missing or mis-shaped tensors)
+            gist = " ".join(str(e).split())[:160] or type(e).__name__
+            raise ValueError(
+                f"{str(path)!r} does not fit this run's agent or optimizer ({gist}): was it "
+                "written by another algorithm or model?"
+            ) from e
         if hasattr(algo, "update_counter") and algo.update_counter is not None:
             algo.update_counter = checkpoint["cum_updates"]
         if sampler_state is not None:  # (the sampler has load_state_dict: see above)
