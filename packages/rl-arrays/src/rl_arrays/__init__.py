@@ -30,6 +30,7 @@ from ._buffer import (
     numpify_buffer,
     torchify_buffer,
 )
+from ._child_processes import CHILD_IGNORED_SIGNALS, enter_child, signals_held_for_children
 from ._collections import (
     AttrDict,
     NamedArrayTuple,
@@ -64,6 +65,7 @@ from ._shared_memory import np_mp_array
 __version__ = _version("rl-arrays")
 
 __all__ = [
+    "CHILD_IGNORED_SIGNALS",
     "AgentInputs",
     "AgentInputsRnn",
     "AgentSamples",
@@ -91,6 +93,7 @@ __all__ = [
     "compress_normalized_image",
     "decompress_image",
     "empty",
+    "enter_child",
     "extract_sequences",
     "from_onehot",
     "get_leading_dims",
@@ -107,6 +110,7 @@ __all__ = [
     "numpify_buffer",
     "restore_leading_dims",
     "select_at_indexes",
+    "signals_held_for_children",
     "to_onehot",
     "torchify_buffer",
     "valid_mean",

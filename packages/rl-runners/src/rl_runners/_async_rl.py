@@ -14,7 +14,6 @@ pacing, stop signals and resume: the package README, "Asynchronous runners".
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import multiprocessing as mp
 import os
 import signal
@@ -23,7 +22,7 @@ import threading
 import time
 import traceback
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from multiprocessing.connection import Connection, wait
 from multiprocessing.context import BaseContext
 from multiprocessing.process import BaseProcess
@@ -34,7 +33,7 @@ import numpy as np
 import psutil
 import torch.multiprocessing  # noqa: F401  (registers the pickling of shared tensors)
 
-from rl_arrays import np_mp_array
+from rl_arrays import enter_child, np_mp_array, signals_held_for_children
 
 from ._evaluator import EvalSampler, Evaluator
 from ._logger import logger
@@ -55,12 +54,6 @@ _POLL_S = 0.001  # waiting steps of the optimizer and the sampler
 _CHECK_S = 0.1  # how often the main process looks at its children while it waits
 _JOIN_S = 15.0  # for children to end by themselves (a parallel sampler joins its workers)
 _WATCHDOG_S = 3.0  # a child died and the main process has not noticed: it is stuck
-# What the children ignore: Ctrl-C, and the stop signals of a scheduler (SIGTERM) or of
-# SLURM's warning (SIGUSR1). They go to the whole process group; the main process handles
-# them (it stops with a snapshot) and ends the children itself.
-_IGNORED_SIGNALS = tuple(
-    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGUSR1") if hasattr(signal, name)
-)
 
 
 class _Tokens:
@@ -113,44 +106,7 @@ class _Control:
             end.close()
 
 
-@contextlib.contextmanager
-def _ignored_signals_held(start_method: str) -> Iterator[None]:
-    """Hold back ``_IGNORED_SIGNALS`` in this thread while it starts the children: they
-    inherit the mask (under fork, spawn, and the fork server started meanwhile) and keep
-    them held until they ignore them (``_enter_child``), so none ends a child during its
-    start-up. Those that came meanwhile reach this process when the block ends."""
-    if not hasattr(signal, "pthread_sigmask"):  # (no signal masks: Windows)
-        yield
-        return
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _IGNORED_SIGNALS)
-    try:
-        if start_method in ("spawn", "forkserver"):
-            # multiprocessing starts its resource tracker (for those two) with SIGINT and
-            # SIGTERM held, then unblocks them, whatever the mask was: start it first, and
-            # hold them again.
-            from multiprocessing import resource_tracker
-
-            resource_tracker.ensure_running()
-            signal.pthread_sigmask(signal.SIG_BLOCK, _IGNORED_SIGNALS)
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
-
-
 # ------------------------------------------------------------------ the child processes
-
-
-def _enter_child(main_pid: int) -> None:
-    """Ctrl-C and the stop signals are the main process's to handle (it ends the children);
-    die with it."""
-    for signum in _IGNORED_SIGNALS:
-        signal.signal(signum, signal.SIG_IGN)
-    if hasattr(signal, "pthread_sigmask"):  # (held back while this process started)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, _IGNORED_SIGNALS)
-    if sys.platform.startswith("linux"):
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    if not psutil.pid_exists(main_pid):  # it died before we could ask to follow it
-        os._exit(1)
 
 
 def _report(end: Connection, name: str, error: BaseException) -> None:
@@ -198,7 +154,7 @@ def run_async_sampler(
     batch of a new run (not a resumed one) and after every ``eval_interval`` batches, once
     the optimizer has trained on them. A failure is sent to the main process, which raises
     it."""
-    _enter_child(main_pid)
+    enter_child(main_pid)
     evaluating = cast(EvalSampler, sampler)  # (with eval_interval: checked at construction)
     try:
         sampler.initialize(affinity)
@@ -249,7 +205,7 @@ def memory_copier(
 ) -> None:
     """The memory copier's process: each written half of the double buffer, in order, into
     the replay buffer (whose ``append_samples`` holds its write lock), then freed."""
-    _enter_child(main_pid)
+    enter_child(main_pid)
     try:
         import torch
 
@@ -279,7 +235,7 @@ class _Children:
         self.watchdog_fired = False
         self._ignored_sigint = False
         for process in processes:
-            with _ignored_signals_held(start_method):
+            with signals_held_for_children(start_method):
                 process.start()
         self._watchdog_stop = threading.Event()
         self._watchdog = self._start_watchdog()

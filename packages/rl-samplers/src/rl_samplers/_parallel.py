@@ -27,7 +27,7 @@ import numpy as np
 import psutil
 import torch.multiprocessing  # noqa: F401  (registers the pickling of shared tensors)
 
-from rl_arrays import EnvSpaces, np_mp_array
+from rl_arrays import EnvSpaces, np_mp_array, signals_held_for_children
 
 from ._agent import SamplerAgent
 from ._base import BaseSampler
@@ -41,7 +41,6 @@ from ._worker import (
     QUIT,
     WorkerError,
     WorkerTimeout,
-    ignored_signals_held,
     sampling_process,
 )
 
@@ -189,7 +188,7 @@ class ParallelSamplerBase(BaseSampler):
                     name=f"sampler-worker-{w}",
                     daemon=True,
                 )
-                with ignored_signals_held(ctx.get_start_method()):  # (none ends it early)
+                with signals_held_for_children(ctx.get_start_method()):  # (none ends it early)
                     process.start()
                 self.workers.append(process)
                 self.links.append(link)

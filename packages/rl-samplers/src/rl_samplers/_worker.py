@@ -12,27 +12,25 @@ system, so nothing outlives the processes, however they end (the README has the 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import select
-import signal
 import sys
 import traceback
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from multiprocessing.connection import Connection
 from typing import Any
 
 import numpy as np
 
+from rl_arrays import enter_child
+
 from ._env import Env
 from ._traj_info import set_traj_info_kwargs
 
 __all__ = [
-    "IGNORED_SIGNALS",
     "Gate",
     "WorkerError",
     "WorkerTimeout",
-    "ignored_signals_held",
     "initialize_worker",
     "sampling_process",
 ]
@@ -97,56 +95,6 @@ class Gate:
         return True
 
 
-# What a worker ignores: Ctrl-C, and the stop signals of a scheduler (SIGTERM) or of SLURM's
-# warning (SIGUSR1). They go to the whole process group; the main process handles them (it
-# finishes its iteration, checkpoints and ends the workers itself).
-IGNORED_SIGNALS = tuple(
-    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGUSR1") if hasattr(signal, name)
-)
-
-
-@contextlib.contextmanager
-def ignored_signals_held(start_method: str | None = None) -> Iterator[None]:
-    """Hold back ``IGNORED_SIGNALS`` in this thread while it starts processes with
-    ``start_method``: a child inherits the mask (under fork, spawn, and the fork server
-    started meanwhile) and keeps them held until it ignores them (``_exit_with``), so none
-    ends it during its start-up. Those that came meanwhile reach this process when the
-    block ends."""
-    if not hasattr(signal, "pthread_sigmask"):  # (no signal masks: Windows)
-        yield
-        return
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, IGNORED_SIGNALS)
-    try:
-        if start_method in ("spawn", "forkserver"):
-            # multiprocessing starts its resource tracker (for those two) with SIGINT and
-            # SIGTERM held, then unblocks them, whatever the mask was: start it first, and
-            # hold them again.
-            from multiprocessing import resource_tracker
-
-            resource_tracker.ensure_running()
-            signal.pthread_sigmask(signal.SIG_BLOCK, IGNORED_SIGNALS)
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
-
-
-def _exit_with(main_pid: int) -> None:
-    """Never outlive the main process: on Linux the kernel kills this worker when its
-    parent dies (the main process, or the fork server that dies with it); Ctrl-C and the
-    stop signals are left to the main process (``IGNORED_SIGNALS``), which ends the workers
-    itself (SIGKILL for a busy one)."""
-    for signum in IGNORED_SIGNALS:
-        signal.signal(signum, signal.SIG_IGN)
-    if hasattr(signal, "pthread_sigmask"):  # (held back while this process started)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, IGNORED_SIGNALS)
-    if sys.platform.startswith("linux"):
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    try:
-        os.kill(main_pid, 0)
-    except ProcessLookupError:  # it died before we could ask to follow it
-        os._exit(1)
-
-
 def initialize_worker(
     rank: int,
     seed: int | None = None,
@@ -173,7 +121,7 @@ def sampling_process(common: dict[str, Any], worker: dict[str, Any]) -> None:
     envs: list[Env] = []
     eval_envs: list[Env] = []
     try:
-        _exit_with(common["main_pid"])
+        enter_child(common["main_pid"])
         initialize_worker(rank, worker["seed"], worker["cpus"], worker["torch_threads"])
         set_traj_info_kwargs(common["TrajInfoCls"], common["traj_info_kwargs"])
         collector_initialize = getattr(common.get("agent"), "collector_initialize", None)
