@@ -306,6 +306,8 @@ class ParallelSamplerBase(BaseSampler):
     def _failed(self, w: int) -> NoReturn:
         """Worker ``w`` missed a step: raise its error, its end, or (it runs) a timeout."""
         self._receive(w, [])
+        if wait([self.workers[w].sentinel], 0):  # (ending: its sentinel came before its exit)
+            self._died(w)
         self._timed_out([w], self.worker_timeout)
 
     # ------------------------------------------------------------------ the life cycle
