@@ -2,14 +2,20 @@
 
 Every session that needs torch installs `torch==2.13.0` first, so that pip never resolves a bare
 `torch` requirement on its own (which would pull the CUDA build). Packages are always installed
-from their local paths, not editable, together with the sibling packages they depend on.
+from wheels of their local sources, not editable, together with the sibling packages they depend
+on: each package's wheel is built once and kept in `.nox/wheelhouse/`, under a digest of the files
+it is built from, so that the sessions of a run share it and an edited package gets a new one.
 """
 
 import ast
+import contextlib
+import hashlib
 import json
 import os
+import re
 import shutil
 import sys
+import time
 import tomllib
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -22,6 +28,10 @@ ROOT = Path(__file__).parent
 PACKAGES = ROOT / "packages"
 TORCH = "torch==2.13.0"
 TEST_TOOLS = ["pytest", "hypothesis"]
+# One pytest worker per core (`-n auto`), each taking the next test as it gets free (the tests'
+# durations vary from milliseconds to a minute); tests marked `serial` run after them, alone.
+WORKERS = ["-n", "auto", "--dist", "worksteal"]
+XDIST = "pytest-xdist"
 LINT_TOOLS = ["ruff", "import-linter", "mypy", "types-psutil", "types-tqdm"]
 # The end-to-end tests' install: MuJoCo (InvertedPendulum, Hopper) and matplotlib (the trainer's
 # plots) come from the umbrella's own extras, so the tests also prove that the extras work.
@@ -49,6 +59,16 @@ INSTALLER = {"pip", "setuptools", "wheel"}
 
 nox.options.sessions = ["lint", "tests", "integration", "ray", "benchmarks"]
 nox.options.reuse_venv = "no"
+
+# The packages' wheels, one folder per package and digest of its sources: `rl-arrays-<digest>/`.
+WHEELHOUSE = ROOT / ".nox" / "wheelhouse"
+# What a package's wheel is not built from: its tests/ (the wheel holds src/<module>, with the
+# metadata of pyproject.toml and README.md) and the caches and build outputs that tools leave.
+NOT_BUILT_FROM = {"__pycache__", ".pytest_cache", ".hypothesis", ".mypy_cache", ".ruff_cache"}
+NOT_BUILT_FROM |= {"build", "dist", ".nox", ".venv"}
+# A wheel folder that no session has used for this long, and that is not its package's current
+# one, is deleted when a new wheel of that package is kept (a running session's is never older).
+STALE_AFTER_S = 3600
 
 
 def _project(dist: str) -> dict:
@@ -98,13 +118,76 @@ def _third_party(closure: Mapping[str, set[str] | None]) -> set[str]:
     }
 
 
+def _source_digest(dist: str) -> str:
+    """A digest of the files that packages/<dist>'s wheel is built from (names and contents)."""
+    source = PACKAGES / dist
+    digest = hashlib.sha256()
+    for path in sorted(source.rglob("*")):
+        parts = path.relative_to(source).parts
+        if (
+            parts[0] == "tests"
+            or any(part in NOT_BUILT_FROM or part.endswith(".egg-info") for part in parts)
+            or path.suffix in {".pyc", ".pyo"}
+            or not path.is_file()
+        ):
+            continue
+        content = path.read_bytes()
+        name = "/".join(parts).encode()
+        digest.update(b"%d:%s%d:" % (len(name), name, len(content)) + content)
+    return digest.hexdigest()[:20]
+
+
+def _wheels(session: nox.Session, dists: list[str]) -> dict[str, Path]:
+    """The wheel of each of `dists` built from its current sources, from the wheelhouse, where
+    the missing ones are built first (`pip wheel --no-deps`, in one call)."""
+    wheels: dict[str, Path] = {}
+    missing: dict[str, str] = {}
+    for dist in dists:
+        digest = _source_digest(dist)
+        folder = WHEELHOUSE / f"{dist}-{digest}"
+        found = sorted(folder.glob("*.whl"))
+        if len(found) == 1:
+            folder.touch()  # in use: see STALE_AFTER_S
+            wheels[dist] = found[0]
+        else:
+            missing[dist] = digest
+    if not missing:
+        return wheels
+    built = Path(session.create_tmp()).resolve() / "wheels"
+    shutil.rmtree(built, ignore_errors=True)
+    sources = [str(PACKAGES / dist) for dist in missing]
+    build = ["python", "-m", "pip", "wheel", "--no-deps", "--wheel-dir", str(built)]
+    session.run(*build, *sources, silent=True)
+    WHEELHOUSE.mkdir(parents=True, exist_ok=True)
+    for dist, digest in missing.items():
+        (wheel,) = built.glob(f"{dist.replace('-', '_')}-*.whl")
+        if _source_digest(dist) != digest:  # edited while it was built: for this session only
+            session.log(f"packages/{dist} changed while its wheel was built: not kept")
+            wheels[dist] = wheel
+            continue
+        staging = built / dist
+        staging.mkdir()
+        wheel = wheel.rename(staging / wheel.name)
+        folder = WHEELHOUSE / f"{dist}-{digest}"
+        with contextlib.suppress(OSError):  # OSError: another nox run kept the same one just now
+            staging.rename(folder)
+        (wheels[dist],) = folder.glob("*.whl")
+        for old in WHEELHOUSE.glob(f"{dist}-*"):
+            stale = time.time() - old.stat().st_mtime > STALE_AFTER_S
+            if old != folder and re.fullmatch(rf"{dist}-[0-9a-f]+", old.name) and stale:
+                shutil.rmtree(old, ignore_errors=True)
+    return wheels
+
+
 def _install(session: nox.Session, spec: str, *tools: str) -> dict[str, set[str]]:
-    """Install `spec`, its sibling closure from local paths and `tools` (torch first if needed)."""
+    """Install `spec`, its sibling closure from the wheelhouse and `tools` (torch first if
+    needed)."""
     closure = _closure(spec)
     if "torch" in _third_party(closure):
         session.install(TORCH)
+    wheels = _wheels(session, sorted(closure))
     paths = [
-        f"{PACKAGES / dist}[{','.join(sorted(extras))}]" if extras else str(PACKAGES / dist)
+        f"{wheels[dist]}[{','.join(sorted(extras))}]" if extras else str(wheels[dist])
         for dist, extras in closure.items()
     ]
     session.install(*tools, *paths)
@@ -134,16 +217,53 @@ def _discard_venv(session: nox.Session) -> None:
     shutil.rmtree(session.virtualenv.location, ignore_errors=True)
 
 
-def _pytest(session: nox.Session, tests: Path, *args: str) -> None:
+def _has_serial_tests(tests: Path) -> bool:
+    """Whether a test file under `tests` marks a test `serial` (read, not collected: collecting
+    costs a pytest start with its imports, and a run that selects nothing ends on "no tests ran")."""
+    marked = re.compile(r"^[^#\n]*\bmark\.serial\b", re.MULTILINE)
+    return any(marked.search(path.read_text()) for path in tests.rglob("*.py"))
+
+
+def _split_marker_expression(args: list[str]) -> tuple[str | None, list[str]]:
+    """The `-m` expression in pytest arguments `args` (the last one, as pytest takes it) and the
+    arguments without any `-m`."""
+    expression, rest = None, []
+    args = list(args)
+    while args:
+        arg = args.pop(0)
+        if arg == "-m" and args:
+            expression = args.pop(0)
+        elif arg.startswith("-m") and len(arg) > 2:
+            expression = arg[2:].removeprefix("=")
+        else:
+            rest.append(arg)
+    return expression, rest
+
+
+def _pytest(session: nox.Session, tests: Path, *args: str, workers: bool = False) -> None:
     """Run pytest on `tests`, or only say so when it has no test file yet.
 
     pytest is not run at all then, rather than accepting its "no tests collected" exit code 5, so
-    that the run's output never ends on a misleading "no tests ran".
+    that the run's output never ends on a misleading "no tests ran". With `workers`, the tests run
+    on pytest-xdist's WORKERS, but those marked `serial` (tests that look at the whole machine:
+    /dev/shm, timings), which run after them in a second pytest call, without workers (each call
+    with the `-m` given after `--`, if any, as well).
     """
     if not (any(tests.rglob("test_*.py")) or any(tests.rglob("*_test.py"))):
         session.log(f"no test files in {tests.name}/ yet: nothing to run")
         return
-    session.run("pytest", *args, str(tests), *session.posargs)
+    if not workers:
+        session.run("pytest", *args, str(tests), *session.posargs)
+    elif not _has_serial_tests(tests):
+        session.run("pytest", *WORKERS, *args, str(tests), *session.posargs)
+    else:
+        expression, posargs = _split_marker_expression(session.posargs)
+        # pytest's exit code 5: the `-m` given selected no test on one side of the split
+        codes = [0, 5] if expression else [0]
+        for selection, run_on in (("not serial", WORKERS), ("serial", ["-n", "0"])):
+            marks = f"{selection} and ({expression})" if expression else selection
+            run = ["pytest", *run_on, "-m", marks, *args, str(tests), *posargs]
+            session.run(*run, success_codes=codes)
 
 
 def _runtime_nodes(tree: ast.AST) -> Iterator[ast.AST]:
@@ -203,10 +323,11 @@ def lint(session: nox.Session) -> None:
 @nox.session
 @nox.parametrize("spec", [nox.param(spec, id=spec) for spec in TEST_SPECS])
 def tests(session: nox.Session, spec: str) -> None:
-    """Install one package alone (not editable), import it and run its tests from outside the tree."""
+    """Install one package alone (not editable), import it and run its tests from outside the
+    tree, on one pytest worker per core (those marked `serial` after, alone)."""
     closure = _install(session, spec)
     _check_installed(session, spec, closure)
-    session.install(*TEST_TOOLS)
+    session.install(*TEST_TOOLS, XDIST)
     dist = Requirement(spec).name
     tmp = Path(session.create_tmp()).resolve()
     shutil.rmtree(tmp / "tests", ignore_errors=True)
@@ -215,7 +336,7 @@ def tests(session: nox.Session, spec: str) -> None:
     shutil.copy(ROOT / "pyproject.toml", tmp)  # the shared pytest configuration (markers ...)
     session.chdir(tmp)
     session.run("python", "-c", f"import {dist.replace('-', '_')}")
-    _pytest(session, tmp / "tests", "--rootdir", str(tmp), "-p", "no:cacheprovider")
+    _pytest(session, tmp / "tests", "--rootdir", str(tmp), "-p", "no:cacheprovider", workers=True)
     session.chdir(ROOT)
     _discard_venv(session)
 
@@ -232,10 +353,9 @@ def integration(session: nox.Session) -> None:
     one seed each), one pytest worker per core: most of them are single-threaded trainings
     (on 2 cores, 6 to 9 minutes in CI instead of 13)."""
     # rsl_rl: test_rsl_rl_adapter.py; pytest-xdist: the workers
-    _install(session, END_TO_END, *TEST_TOOLS, "rsl-rl-lib", "pytest-xdist")
+    _install(session, END_TO_END, *TEST_TOOLS, "rsl-rl-lib", XDIST)
     comparisons = [f"--ignore={ROOT / 'integration_tests' / name}" for name in COMPARISON_TESTS]
-    workers = ["-n", "auto", "--dist", "worksteal"]
-    _pytest(session, ROOT / "integration_tests", *workers, *comparisons)
+    _pytest(session, ROOT / "integration_tests", *comparisons, workers=True)
     _discard_venv(session)
 
 
