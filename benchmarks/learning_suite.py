@@ -49,8 +49,10 @@ Cases (``CASES`` below): the zoo's hyperparameters, written as the zoo's files h
 ``notes`` list what still differs and why, and go into the report. Shared by all:
 
 - MuJoCo tasks are v5 (gymnasium 1.x's); the zoo tuned on v4 and published figures on v3;
-- no orthogonal initialisation in our models (torch's default): SB3 uses it where the zoo does
-  not turn it off (Walker2d's PPO, every Atari PPO);
+- PPO as SB3's: orthogonal initialisation where the zoo leaves it on (Walker2d, Atari),
+  Gaussian actions clipped into the action space before the environment, MuJoCo rewards
+  scaled as ``VecNormalize`` does (our ``orthogonal_init``, ``clip_action`` and
+  ``normalize_reward``); the off-policy networks keep torch's initialisation on both sides;
 - SB3 bootstraps a time-out from the final observation; ours leaves the cut transition out
   (SAC, TD3) or bootstraps the step before it (PPO); DQN on Atari runs no time-limit bootstrap
   (frame buffer);
@@ -272,8 +274,13 @@ def ours_ppo_mujoco_model(zoo: Mapping[str, Any]) -> list[str]:
         "mu_nonlinearity": None,  # SB3's mean is linear
         "init_log_std": float(net.get("log_std_init", 0.0)),
         "normalize_observation": True,  # the zoo's VecNormalize (norm_obs)
+        "orthogonal_init": net.get("ortho_init", True),  # SB3's default: on
     }
-    return [f"agent.model_kwargs={model!r}"]
+    return [
+        f"agent.model_kwargs={model!r}",
+        "algo_kwargs.normalize_reward=True",  # the zoo's VecNormalize (norm_reward)
+        "env_kwargs.clip_action=True",  # SB3 clips a Gaussian policy's actions
+    ]
 
 
 def ours_dqn(zoo: Mapping[str, Any], total: int, learning_starts: int) -> list[str]:
@@ -410,18 +417,11 @@ class Case:
 def _ppo_mujoco(task: str) -> Case:
     zoo = ZOO_PPO_MUJOCO[task]
     notes = [
-        "The zoo's VecNormalize also normalises rewards (by the std of the discounted return, "
-        "clipped at 10): our PPO has no reward normalisation, so ours learns from raw rewards; "
-        "observations are standardised on both sides (ours `normalize_observation`, updated "
-        "once per batch; SB3 per step, variance + 1e-8).",
-        "Actions: SB3 clips them to [-1, 1] before the environment; ours sends the Gaussian "
-        "sample as it is (MuJoCo clips the control, but the control cost sees the raw action).",
+        "Normalisation as the zoo's VecNormalize: observations standardised on both sides "
+        "(ours `normalize_observation`, statistics updated once per batch; SB3's per step), "
+        "rewards divided by the running deviation of the discounted return and clipped at 10 "
+        "(ours `normalize_reward`, also once per batch).",
     ]
-    if "policy_kwargs" not in zoo:
-        notes.append(
-            "SB3's default MlpPolicy initialises orthogonally; ours has torch's default "
-            "initialisation (same [64, 64] tanh networks, log std from 0)."
-        )
     return Case(
         name=f"ppo-{task.lower()}",
         title=f"PPO on {task}-v5",
@@ -525,16 +525,13 @@ def _atari_ppo(game: str) -> Case:
             "sampler.kind='cpu'",
             "sampler.max_decorrelation_steps=0",
             *ours_ppo(ZOO_PPO_ATARI),
-            f"agent.model_kwargs={NATURE_CNN!r}",
+            # SB3's CnnPolicy: the Nature CNN shared by policy and value, ortho_init
+            f"agent.model_kwargs={ {**NATURE_CNN, 'orthogonal_init': True}!r}",
         ),
         sb3=Sb3Spec(
             "PPO", "CnnPolicy", ZOO_PPO_ATARI, "`atari` of hyperparams/ppo.yml", atari=True
         ),
-        notes=(
-            "SB3's CnnPolicy initialises orthogonally; ours has torch's default initialisation "
-            "(the same Nature CNN, shared by policy and value).",
-            "The zoo's budget is 10M steps (its figure); 2M is what this CPU allows.",
-        ),
+        notes=("The zoo's budget is 10M steps (its figure); 2M is what this CPU allows.",),
         quick_episodes=1,
     )
 
@@ -1570,7 +1567,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         description="rl-suite and SB3 on MuJoCo and Atari with the zoo's settings (issue 33); "
         "--quick alone runs every case briefly, then status and report",
     )
-    parser.set_defaults(quick=False, results=None, threads=1)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     run = commands.add_parser(
         "run", parents=[common], help="run a case (or all), continuing stopped runs"
@@ -1591,7 +1587,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         args = child.parse_args(argv[1:])
         args.command = "_sb3"
         return args
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    # (defaults here, not in set_defaults: a command's parser would reset options given
+    # before the command to the main parser's defaults)
+    for name, default in (("quick", False), ("results", None), ("threads", 1)):
+        if not hasattr(args, name):
+            setattr(args, name, default)
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:

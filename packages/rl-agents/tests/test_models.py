@@ -445,3 +445,34 @@ def test_constant_observations_keep_outputs_finite():
     model.update_obs_rms(obs)  # variance 0, floored by norm_obs_var_clip
     mu, _, value = model(obs, None, None)
     assert torch.isfinite(mu).all() and torch.isfinite(value).all()
+
+
+def _gram(weight, gain):
+    """``W^T W / gain^2`` over the shorter side of ``weight``: the identity when orthogonal."""
+    w = weight if weight.shape[0] >= weight.shape[1] else weight.T
+    return w.T @ w / gain**2
+
+
+@pytest.mark.parametrize("make", [_categorical_ff, _mujoco_ff])
+def test_orthogonal_init_gives_sb3s_gains_per_layer(make):
+    model = make(orthogonal_init=True)
+    weights, biases = model.mlps.weights, model.mlps.biases
+    for layer, gains in ((0, (2**0.5, 2**0.5)), (1, (0.01, 1.0))):
+        for member, gain in enumerate(gains):
+            w = weights[layer][member]
+            if layer == 1 and member == 1:
+                w = w[:, :1]  # the value's one output (the rest is padding)
+            assert_close(_gram(w, gain), torch.eye(min(w.shape)), atol=1e-5, rtol=0)
+        assert not biases[layer].any()
+    default = make()
+    assert default.mlps.biases[0].any()  # torch's default: uniform biases
+
+
+def test_atari_orthogonal_init_covers_the_conv_torso_and_both_heads():
+    model = AtariFfModel((4, 84, 84), 6, orthogonal_init=True)
+    layers = [m for m in model.conv.modules() if isinstance(m, torch.nn.Conv2d | torch.nn.Linear)]
+    assert len(layers) == 3  # two convolutions and the fully connected layer
+    for layer, gain in [*((m, 2**0.5) for m in layers), (model.pi, 0.01), (model.value, 1.0)]:
+        weight = layer.weight.flatten(1)
+        assert_close(_gram(weight, gain), torch.eye(min(weight.shape)), atol=1e-4, rtol=0)
+        assert not layer.bias.any()

@@ -286,7 +286,10 @@ def save_load(obj):
 
 @pytest.mark.parametrize("Algo", [A2C, PPO])
 @pytest.mark.parametrize("recurrent", [False, True])
-def test_optim_state_dict_round_trip_gives_identical_next_updates(Algo, recurrent):
+@pytest.mark.parametrize("normalize_reward", [False, True])
+def test_optim_state_dict_round_trip_gives_identical_next_updates(
+    Algo, recurrent, normalize_reward
+):
     torch.manual_seed(0)
 
     def make_agent():
@@ -295,7 +298,7 @@ def test_optim_state_dict_round_trip_gives_identical_next_updates(Algo, recurren
     def batch(agent, seed):
         return lstm_batch(agent, seed=seed) if recurrent else random_batch(agent, seed=seed)
 
-    kwargs = dict(learning_rate=0.01)
+    kwargs = dict(learning_rate=0.01, normalize_reward=normalize_reward)
     if Algo is PPO:
         kwargs.update(minibatches=2, epochs=2, gae_lambda=0.9)
     agent = make_agent()

@@ -70,6 +70,23 @@ def scaled_images(image: torch.Tensor, T: int, B: int, img_shape: tuple[int, ...
     return frames.to(torch.float32, copy=True).mul_(1.0 / 255)
 
 
+# SB3's orthogonal initialisation (from OpenAI baselines): hidden layers with gain sqrt(2),
+# the policy's output layer 0.01 (a near-uniform first policy), the value's 1; biases 0.
+HIDDEN_GAIN, POLICY_GAIN, VALUE_GAIN = math.sqrt(2), 0.01, 1.0
+
+
+@torch.no_grad()
+def orthogonal_init_(module: torch.nn.Module, gain: float) -> None:
+    """Orthogonal weights scaled by ``gain`` and zero biases for every linear and conv
+    layer in ``module`` (drawn contiguous: the conv torso keeps channels-last weights)."""
+    for layer in module.modules():
+        if isinstance(layer, torch.nn.Linear | torch.nn.Conv2d):
+            weight = torch.empty(layer.weight.shape, dtype=layer.weight.dtype)
+            layer.weight.copy_(torch.nn.init.orthogonal_(weight, gain))
+            if layer.bias is not None:
+                layer.bias.zero_()
+
+
 def rnn_state_tuple(init_rnn_state: Any) -> tuple[torch.Tensor, torch.Tensor] | None:
     if init_rnn_state is None:
         return None
@@ -130,6 +147,17 @@ class _TwinMlp(torch.nn.Module):
         self.nonlinearity = nonlinearity()
         self.output_sizes = output_sizes
         self.chunk_rows = _cpu_chunk_rows(max(sizes))
+
+    @torch.no_grad()
+    def orthogonal_(self, output_gains: tuple[float, float]) -> None:
+        """``orthogonal_init_`` of each member: hidden layers with ``HIDDEN_GAIN``, the output
+        layers with ``output_gains`` (first member's, second's)."""
+        last = len(self.weights) - 1
+        for i, (weight, bias) in enumerate(zip(self.weights, self.biases, strict=True)):
+            for member in range(2):
+                gain = output_gains[member] if i == last else HIDDEN_GAIN
+                torch.nn.init.orthogonal_(weight[member], gain)
+            bias.zero_()
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         if x.is_cpu and x.shape[0] >= _CPU_PER_MEMBER_ROWS:
@@ -265,6 +293,8 @@ class AtariFfModel(torch.nn.Module):
     scaled by 1/255 inside (storing frames as bytes keeps sample buffers small); ``pi``
     [..., output_size] action probabilities, ``value`` [...]. prev_action and prev_reward are
     not used. Defaults: 16 8x8 stride-4 then 32 4x4 stride-2 (padding 1) filters, fc 512.
+    ``orthogonal_init``: SB3's initialisation (``ortho_init``, on in the zoo's Atari PPO)
+    instead of torch's default.
     """
 
     def __init__(
@@ -277,6 +307,7 @@ class AtariFfModel(torch.nn.Module):
         kernel_sizes: Sequence[int] | None = None,
         strides: Sequence[int] | None = None,
         paddings: Sequence[int] | None = None,
+        orthogonal_init: bool = False,
     ):
         super().__init__()
         self.conv = atari_conv(
@@ -284,6 +315,10 @@ class AtariFfModel(torch.nn.Module):
         )
         self.pi = torch.nn.Linear(self.conv.output_size, output_size)
         self.value = torch.nn.Linear(self.conv.output_size, 1)
+        if orthogonal_init:
+            orthogonal_init_(self.conv, HIDDEN_GAIN)
+            orthogonal_init_(self.pi, POLICY_GAIN)
+            orthogonal_init_(self.value, VALUE_GAIN)
 
     def forward(
         self, image: torch.Tensor, prev_action: Any, prev_reward: Any
@@ -361,7 +396,8 @@ class MujocoFfModel(VectorObservationModel):
     is standardised by running statistics (variance floored at ``norm_obs_var_clip``,
     result clipped to ``[-norm_obs_clip, norm_obs_clip]``); the statistics are buffers
     changed only by ``update_obs_rms``. ``mu_nonlinearity`` (default Tanh, None for none)
-    follows the mean MLP's last layer.
+    follows the mean MLP's last layer. ``orthogonal_init``: SB3's initialisation (its
+    ``ortho_init``) instead of torch's default.
     """
 
     def __init__(
@@ -375,6 +411,7 @@ class MujocoFfModel(VectorObservationModel):
         normalize_observation: bool = False,
         norm_obs_clip: float = 10,
         norm_obs_var_clip: float = 1e-6,
+        orthogonal_init: bool = False,
     ):
         super().__init__()
         input_size = self._init_observation(
@@ -382,6 +419,8 @@ class MujocoFfModel(VectorObservationModel):
         )
         hidden_sizes = [64, 64] if hidden_sizes is None else hidden_sizes
         self.mlps = _TwinMlp(input_size, hidden_sizes, (action_size, 1), hidden_nonlinearity)
+        if orthogonal_init:
+            self.mlps.orthogonal_((POLICY_GAIN, VALUE_GAIN))
         self.mu_nonlinearity = None if mu_nonlinearity is None else mu_nonlinearity()
         self.log_std = torch.nn.Parameter(torch.full((action_size,), float(init_log_std)))
 
@@ -457,7 +496,8 @@ class CategoricalFfModel(VectorObservationModel):
     CartPole, Acrobot ...).
 
     ``forward(observation, prev_action, prev_reward) -> (pi, value)``, pi [..., output_size]
-    action probabilities, value [...]. Observation normalisation as in ``MujocoFfModel``.
+    action probabilities, value [...]. Observation normalisation and ``orthogonal_init`` as
+    in ``MujocoFfModel``.
     """
 
     def __init__(
@@ -469,6 +509,7 @@ class CategoricalFfModel(VectorObservationModel):
         normalize_observation: bool = False,
         norm_obs_clip: float = 10,
         norm_obs_var_clip: float = 1e-6,
+        orthogonal_init: bool = False,
     ):
         super().__init__()
         input_size = self._init_observation(
@@ -476,6 +517,8 @@ class CategoricalFfModel(VectorObservationModel):
         )
         hidden_sizes = [64, 64] if hidden_sizes is None else hidden_sizes
         self.mlps = _TwinMlp(input_size, hidden_sizes, (output_size, 1), hidden_nonlinearity)
+        if orthogonal_init:
+            self.mlps.orthogonal_((POLICY_GAIN, VALUE_GAIN))
 
     def forward(
         self, observation: torch.Tensor, prev_action: Any, prev_reward: Any

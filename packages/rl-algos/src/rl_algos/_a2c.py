@@ -36,6 +36,8 @@ class A2C(PolicyGradientAlgo):
         gae_lambda: float = 1,
         normalize_advantage: bool = False,
         compile: bool | dict[str, Any] = False,
+        normalize_reward: bool = False,
+        reward_clip: float = 10.0,
     ):
         super().__init__(
             discount=discount,
@@ -49,6 +51,8 @@ class A2C(PolicyGradientAlgo):
             gae_lambda=gae_lambda,
             normalize_advantage=normalize_advantage,
             compile=compile,
+            normalize_reward=normalize_reward,
+            reward_clip=reward_clip,
         )
 
     def optimize_agent(self, itr: int, samples: Any) -> OptInfo:

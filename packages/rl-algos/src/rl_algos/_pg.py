@@ -22,6 +22,7 @@ from ._returns import (
     generalized_advantage_estimation_tl,
     valid_from_done,
 )
+from ._reward_scale import ReturnScaler
 
 __all__ = ["OptInfo", "PolicyGradientAlgo"]
 
@@ -89,6 +90,12 @@ class PolicyGradientAlgo:
     gradient steps go through ``self._steps`` (``_update_step``: tensors in, tensors out,
     nothing read on the host, so that ``compile`` can replay it as a CUDA graph) and the
     loss functions ``_compile_losses`` sets.
+
+    ``normalize_reward`` learns from rewards divided by the running standard deviation of
+    the discounted return and clipped to ``[-reward_clip, reward_clip]`` (SB3's
+    ``VecNormalize`` reward scaling, part of rl-baselines3-zoo's MuJoCo settings); its
+    statistics are in :meth:`optim_state_dict`. The value function then predicts scaled
+    returns.
     """
 
     bootstrap_value = True  # the sampler must record samples.agent.bootstrap_value
@@ -110,8 +117,11 @@ class PolicyGradientAlgo:
         normalize_advantage: bool | str,
         clip_grad_separately: bool = False,
         compile: bool | dict[str, Any] = False,
+        normalize_reward: bool = False,
+        reward_clip: float = 10.0,
     ):
         check_number("discount", discount, 0, 1)
+        check_number("reward_clip", reward_clip, 0)
         check_number("learning_rate", learning_rate, 0)
         check_number("value_loss_coeff", value_loss_coeff, 0)
         check_number("entropy_loss_coeff", entropy_loss_coeff)
@@ -139,6 +149,9 @@ class PolicyGradientAlgo:
         self.normalize_advantage = self._check_normalize_advantage(normalize_advantage)
         self.compile = compile
         self._compile_options = check_compile(compile)
+        self.normalize_reward = bool(normalize_reward)
+        self.reward_clip = reward_clip
+        self.reward_scaler = ReturnScaler(discount, reward_clip) if normalize_reward else None
         self.agent: PgAgentLike | None = None
         self.optimizer: torch.optim.Optimizer | None = None
         self.update_counter = 0
@@ -207,10 +220,13 @@ class PolicyGradientAlgo:
     def optim_state_dict(self) -> dict[str, Any]:
         """A copy of everything needed to resume optimisation exactly: tensors, numbers, lists
         and dicts only, so it loads with ``torch.load(weights_only=True)``."""
-        return {
+        state = {
             "optimizer": copy.deepcopy(self._optimizer.state_dict()),
             "update_counter": self.update_counter,
         }
+        if self.reward_scaler is not None:
+            state["reward_scaler"] = self.reward_scaler.state_dict()
+        return state
 
     def load_optim_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Restore what :meth:`optim_state_dict` returned (a bare ``optimizer.state_dict()``
@@ -226,6 +242,8 @@ class PolicyGradientAlgo:
         self._optimizer.load_state_dict(copy.deepcopy(state_dict["optimizer"]))
         self._restart_steps()
         self.update_counter = int(state_dict["update_counter"])
+        if self.reward_scaler is not None and "reward_scaler" in state_dict:
+            self.reward_scaler.load_state_dict(state_dict["reward_scaler"])
 
     def _restart_steps(self) -> None:
         """After the optimizer's state was replaced: captured steps would use the old one."""
@@ -306,11 +324,15 @@ class PolicyGradientAlgo:
 
     def _prepare(self, samples: Any) -> Any:
         """The batch as tensors on the agent's device; the agent's observation statistics
-        updated first, when it keeps any."""
+        updated first, when it keeps any; with ``normalize_reward``, the rewards that the
+        returns are computed from scaled (the agent's ``prev_reward`` input stays raw)."""
         samples = self._to_device(samples)
         update_obs_rms = getattr(self._agent, "update_obs_rms", None)
         if update_obs_rms is not None:
             update_obs_rms(samples.env.observation)
+        if self.reward_scaler is not None:
+            reward = self.reward_scaler(samples.env.reward, samples.env.done)
+            samples = samples._replace(env=samples.env._replace(reward=reward))
         return samples
 
     def _to_device(self, samples: Any) -> Any:

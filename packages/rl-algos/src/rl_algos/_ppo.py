@@ -73,6 +73,8 @@ class PPO(PolicyGradientAlgo):
         recurrent_minibatch: str = "sequence",
         clip_grad_separately: bool = False,
         compile: bool | dict[str, Any] = False,
+        normalize_reward: bool = False,
+        reward_clip: float = 10.0,
     ):
         super().__init__(
             discount=discount,
@@ -87,6 +89,8 @@ class PPO(PolicyGradientAlgo):
             normalize_advantage=normalize_advantage,
             clip_grad_separately=clip_grad_separately,
             compile=compile,
+            normalize_reward=normalize_reward,
+            reward_clip=reward_clip,
         )
         minibatches = check_count("minibatches", minibatches)
         epochs = check_count("epochs", epochs)

@@ -201,6 +201,7 @@ _MUJOCO_PPO = {
     "clip_grad_norm": 0.7,
     "normalize_advantage": "minibatch",
     "optim_kwargs": {"eps": 1e-5, "fused": True},
+    "normalize_reward": True,  # the zoo's VecNormalize scales rewards too
 }
 
 # PPO in rsl_rl's style, its usual settings (as benchmarks/vec_env.py sets both sides), for
@@ -477,6 +478,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     "ppo-mujoco": {
         "algo": "ppo",
         "env": "Hopper-v5",
+        "env_kwargs": {"clip_action": True},
         "steps": 1_000_000,
         "sampler": {
             "batch_T": 512,
@@ -563,7 +565,7 @@ PRESET_ABOUT = {
     "pendulum-td3": "TD3 on Pendulum-v1, one update per step: -200 within 20k steps",
     "pendulum-ddpg": "DDPG on Pendulum-v1, one update per step: -250 within 20k steps",
     "ppo-mujoco": "Gaussian PPO on MuJoCo locomotion, the zoo's tuned Hopper settings: 1 env "
-    "x 512 steps, normalised observations, 1M steps",
+    "x 512 steps, normalised observations and rewards, clipped actions, 1M steps",
     "mujoco-sac": "SAC on MuJoCo locomotion, the reference's configuration, 1M steps",
     "mujoco-td3": "TD3 on MuJoCo locomotion, the reference's configuration, 1M steps",
     "mujoco-ddpg": "DDPG on MuJoCo locomotion, the reference's configuration, 1M steps",

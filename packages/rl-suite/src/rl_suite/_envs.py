@@ -79,17 +79,45 @@ class _KeepIndices(gymnasium.ObservationWrapper):
         return observation[self.indices]
 
 
-def make_env(id: str, observation_indices: list[int] | None = None, **kwargs: Any) -> Any:
+class _ClipAction(gymnasium.ActionWrapper):
+    """Clip Box actions into the action space (keeping the space, unlike gymnasium's
+    ``ClipAction``, so the agent still sees the bounds)."""
+
+    def __init__(self, env: gymnasium.Env):
+        super().__init__(env)
+        space = env.action_space
+        if not isinstance(space, gymnasium.spaces.Box):
+            raise ValueError(f"clip_action needs a Box action space, got {space}")
+        self.low, self.high = space.low, space.high
+
+    def action(self, action: Any) -> Any:
+        return np.clip(action, self.low, self.high)
+
+
+def make_env(
+    id: str,
+    observation_indices: list[int] | None = None,
+    clip_action: bool = False,
+    **kwargs: Any,
+) -> Any:
     """Our ``Env`` for ``id``; ``observation_indices`` keeps only those observation entries
-    (CartPole with ``[0, 2]`` sees positions but no velocities: a task that needs memory)."""
+    (CartPole with ``[0, 2]`` sees positions but no velocities: a task that needs memory);
+    ``clip_action`` clips actions into the Box action space before the environment sees them
+    (as SB3 does for a Gaussian policy; the agent learns from the action it drew)."""
     if is_atari(id):
-        if observation_indices is not None:
-            raise ValueError("observation_indices applies to flat vector observations only")
+        if observation_indices is not None or clip_action:
+            raise ValueError(
+                "observation_indices and clip_action apply to vector observations and Box "
+                "actions only, not to Atari"
+            )
         return AtariEnv(game=atari_game(id), **kwargs)
     env = make(id, **kwargs)
+    inner = env.env
     if observation_indices is not None:
-        env = GymEnvWrapper(_KeepIndices(env.env, list(observation_indices)))
-    return env
+        inner = _KeepIndices(inner, list(observation_indices))
+    if clip_action:
+        inner = _ClipAction(inner)
+    return env if inner is env.env else GymEnvWrapper(inner)
 
 
 def make_batch_env(num_envs: int, id: str, device: str = "cpu", **kwargs: Any) -> Any:
