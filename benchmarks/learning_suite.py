@@ -448,10 +448,14 @@ def _ppo_mujoco(task: str) -> Case:
 
 
 _QPG_NOTES = (
-    "Before learning starts SB3 acts uniformly at random; ours adds Gaussian noise to the "
-    "untrained policy (`pretrain_std`: SAC 0.75 before the squash, TD3 0.5), as rlpyt does.",
+    "Before learning starts both sides act uniformly at random over the action box (ours "
+    "`agent_kwargs.pretrain_std='uniform'`; the presets' default is rlpyt's Gaussian noise "
+    "around the untrained policy).",
     "The zoo's budget is 1M steps; 200k is what this CPU allows (the zoo's figure is at 1M).",
 )
+
+
+_UNIFORM_WARM_UP = "agent_kwargs.pretrain_std='uniform'"  # SB3's actions before learning
 
 
 def _sac(task: str) -> Case:
@@ -470,7 +474,7 @@ def _sac(task: str) -> Case:
         # the preset holds SB3's SAC defaults: batch 256, one update per step, lr 3e-4,
         # tau 0.005, [256, 256], learned temperature aiming at -|A|, replay 1M, from 10k steps
         preset="mujoco-sac",
-        ours=(),
+        ours=(_UNIFORM_WARM_UP,),
         sb3=Sb3Spec("SAC", "MlpPolicy", ZOO_SAC_MUJOCO, f"`{task}-v4` of hyperparams/sac.yml"),
         notes=_QPG_NOTES,
         quick_interval=500,
@@ -493,7 +497,7 @@ def _td3(task: str) -> Case:
         # the preset's lr 1e-3 (both), [400, 300], policy and targets every 2nd update, tau
         # 0.005, target noise 0.2 clipped at 0.5, exploration noise 0.1; the zoo's batches of 256
         preset="mujoco-td3",
-        ours=("algo_kwargs.batch_size=256", "algo_kwargs.replay_ratio=256"),
+        ours=("algo_kwargs.batch_size=256", "algo_kwargs.replay_ratio=256", _UNIFORM_WARM_UP),
         sb3=Sb3Spec("TD3", "MlpPolicy", ZOO_TD3_MUJOCO, f"`{task}-v4` of hyperparams/td3.yml"),
         notes=(
             *_QPG_NOTES,

@@ -12,8 +12,13 @@ JSON line per run is appended to it (the ``learning`` nox session prints them as
 import csv
 import json
 import os
+import shutil
+import subprocess
+import sys
 
+import numpy as np
 import pytest
+import torch
 
 import rl_suite
 
@@ -84,3 +89,49 @@ def test_masked_cartpole_needs_memory(tmp_path):
     )
     _record("feed-forward-ppo-masked-cartpole (must fail)", SEEDS[0], best, bar, steps_done)
     assert best < bar / 2
+
+
+@pytest.mark.slow
+def test_atari_with_the_serial_sampler_checkpoints_and_resumes_exactly(tmp_path):
+    """PPO on Pong in one process (the serial sampler): each snapshot keeps the emulators'
+    states (the first one used to fail, pickling the ALE), and a run resumed from the first
+    snapshot ends as the uninterrupted one, row for row and weight for weight."""
+    command = [
+        sys.executable, "-m", "rl_suite", "train", "ppo", "--preset", "atari",
+        "--env", "atari:pong", "--sampler", "serial", "--steps", "4096", "--seed", "3",
+        "--set", "runner.log_interval_steps=2048", "--set", "runner.snapshot_mode='all'",
+        "--set", "sampler.max_decorrelation_steps=100", "--set", "runner.evaluate=False",
+        "--set", "torch_threads=1",
+    ]  # fmt: skip
+    whole = tmp_path / "whole"
+    subprocess.run([*command, "--log-dir", str(whole)], check=True, timeout=900)
+    (run_dir,) = whole.iterdir()
+    snapshots = sorted(run_dir.glob("itr_*.pt"), key=lambda p: int(p.stem[4:]))
+    assert len(snapshots) == 2
+    first = snapshots[0]
+    resumed = tmp_path / "resumed" / run_dir.name
+    shutil.copytree(run_dir, resumed)  # then cut back to the first snapshot
+    for later in snapshots[1:]:
+        (resumed / later.name).unlink()
+        for companion in resumed.glob(f"{later.stem}_*"):
+            companion.unlink()
+    state_file = rl_suite.load_checkpoint(first)["sampler_file"]
+    with np.load(run_dir / state_file) as state:  # the emulator's state, as bytes
+        assert any(state[k].dtype == np.uint8 and state[k].size > 1000 for k in state.files)
+    subprocess.run(
+        [sys.executable, "-m", "rl_suite", "resume", str(resumed / first.name)],
+        check=True,
+        timeout=900,
+    )
+    final = snapshots[-1].name
+    a = rl_suite.load_checkpoint(run_dir / final)["agent_state_dict"]
+    b = rl_suite.load_checkpoint(resumed / final)["agent_state_dict"]
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert _rows_without_times(run_dir) == _rows_without_times(resumed)
+
+
+def _rows_without_times(run_dir):
+    with open(run_dir / "progress.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    timed = ("Time", "PerSecond")
+    return [{k: v for k, v in r.items() if not any(t in k for t in timed)} for r in rows]

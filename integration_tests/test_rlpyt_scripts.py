@@ -6,7 +6,9 @@ such as `1e3`, default settings left out), run for a few thousand steps. A scrip
 here would break for a user who moves from rlpyt."""
 
 import csv
+import importlib.util
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -226,3 +228,28 @@ def test_atari_dqn_async_serial_with_the_double_buffer_collector(tmp_path):
     assert int(progress[-1]["CumSteps"]) >= 2000
     assert np.isfinite(float(progress[-1]["CumUpdates"]))
     assert os.sched_getaffinity(0) == cpus  # (the affinity pinned this process while it ran)
+
+
+@pytest.mark.slow
+def test_rlpyt_example_1_runs_to_its_end_and_resumes(tmp_path, monkeypatch):
+    """rlpyt's example_1.py, imports changed (examples/rlpyt/example_1.py): the serial
+    sampler's snapshots keep the emulator (it crashed at the first one when they pickled
+    the environment), and a resume continues the run where it stopped."""
+    example = Path(__file__).resolve().parent.parent / "examples" / "rlpyt" / "example_1.py"
+    spec = importlib.util.spec_from_file_location("rlpyt_example_1", example)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.chdir(tmp_path)
+    run_dir = module.build_and_train(n_steps=1e3)
+    assert [int(r["CumSteps"]) for r in rows(run_dir)] == [0, 1000]
+    saved = list(run_dir.glob("sampler_state-*.npz"))
+    assert len(saved) == 1 and (run_dir / "params.pt").exists()
+    with np.load(saved[0]) as state:  # the ALE's state, as bytes
+        assert any(state[key].dtype == np.uint8 and state[key].size > 1000 for key in state.files)
+
+    # Resumed without a replay buffer (rlpyt's default: not in snapshots), learning waits for
+    # min_steps_learn new steps again, as at the start; it drew from the empty buffer before.
+    assert module.build_and_train(n_steps=2e3, resume=str(run_dir)) == run_dir
+    progress = rows(run_dir)
+    assert [int(r["CumSteps"]) for r in progress] == [0, 1000, 2000]
+    assert "replay starts empty" in (run_dir / "debug.log").read_text()

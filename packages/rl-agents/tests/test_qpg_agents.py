@@ -205,6 +205,32 @@ def test_sac_pretraining_samples_around_the_mean_with_pretrain_std():
     assert_close(action, to_env(torch.tanh(mean + log_std.exp() * torch.randn_like(mean))))
 
 
+@pytest.mark.parametrize("Agent", [ra.DdpgAgent, ra.Td3Agent, ra.SacAgent])
+def test_uniform_pretraining_covers_the_action_box_then_the_policy_acts(Agent):
+    """``pretrain_std="uniform"``: before learning, actions uniform over the (asymmetric)
+    box, whatever the policy; from ``min_itr_learn`` on, the policy's own sampling."""
+    agent = make(Agent, pretrain_std="uniform")
+    agent.give_min_itr_learn(5)
+    agent.sample_mode(4)
+    observation = inputs((4096,))
+    action = agent.normalize_action(agent.step(*observation).action)  # in [-1, 1] units
+    assert bool((action.abs() <= 1).all())
+    assert_close(action.mean(0), torch.zeros(2), atol=0.05, rtol=0)
+    assert_close(action.var(0), torch.full((2,), 1 / 3), atol=0.02, rtol=0)  # U(-1, 1)
+    agent.sample_mode(5)
+    torch.manual_seed(3)
+    after = agent.normalize_action(agent.step(*observation).action)
+    torch.manual_seed(3)
+    with torch.no_grad():
+        if Agent is ra.SacAgent:
+            mean, log_std = agent.model(*observation)
+            expected = torch.tanh(mean + log_std.exp() * torch.randn_like(mean))
+        else:
+            mu = agent.model(*observation)
+            expected = (mu + agent.action_std * torch.randn_like(mu)).clamp(-1, 1)
+    assert_close(after, expected, atol=1e-5, rtol=1e-5)
+
+
 def _pretraining_in_child(agent, ready, results):
     ready.wait(30)
     agent.sample_mode(4)
@@ -460,6 +486,7 @@ def test_discrete_refusal_names_the_space():
         (ra.Td3Agent, {"target_noise_std": -1}, "target_noise_std"),
         (ra.Td3Agent, {"target_noise_clip": -0.5}, "target_noise_clip"),
         (ra.SacAgent, {"pretrain_std": -1}, "pretrain_std"),
+        (ra.SacAgent, {"pretrain_std": "gaussian"}, "pretrain_std"),
     ],
 )
 def test_bad_arguments_are_named(cls, kwargs, name):

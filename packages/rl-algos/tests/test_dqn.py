@@ -280,6 +280,20 @@ def test_updates_per_optimize_and_no_learning_before_min_itr_learn():
     assert algo.batch_size == 16 and algo.replay_ratio == 8
 
 
+def test_a_resume_without_the_replay_waits_for_min_steps_learn_new_steps():
+    """Resumed at iteration 10 with an empty replay: no update until 3 iterations (24 steps)
+    have filled it, as at the start of a run (it used to draw from the empty buffer)."""
+    agent = QAgent(torch.nn.Linear(2, 2))
+    algo = DQN(replay_ratio=8, batch_size=16, min_steps_learn=24, eps_steps=80)
+    initialized(algo, agent, T=4, B=2)
+    algo.replay_started_empty(10)
+    counts = [
+        len(algo.optimize_agent(itr, indexed_samples(4, 2, 2, seed=itr)).loss)
+        for itr in range(10, 15)
+    ]
+    assert counts == [0, 0, 0, 4, 4]
+
+
 def test_replay_ratio_rounds_and_gives_at_least_one_update():
     agent = QAgent(torch.nn.Linear(2, 2))
     assert initialized(DQN(replay_ratio=1, batch_size=32), agent).updates_per_optimize == 1

@@ -3,7 +3,7 @@ import os
 
 import pytest
 import torch
-from rl_runners_toys import StatelessToySampler, make
+from rl_runners_toys import StatelessToySampler, ToyAlgo, make
 
 from rl_runners import (
     MinibatchRl,
@@ -176,3 +176,29 @@ def test_resume_never_unpickles_a_file_of_the_run_directory(half_dir, tmp_path, 
     resume(runner, half_dir)
     assert not (tmp_path / "pwned").exists()
     assert "keeps its sampler state as a pickle, which is not opened" in capsys.readouterr().out
+
+
+class ReplayToyAlgo(ToyAlgo):
+    """A replay algorithm's resume members: its buffer is not in the snapshot here."""
+
+    def __init__(self):
+        super().__init__()
+        self.started_empty_at = []
+
+    def save_replay(self, path):
+        raise AssertionError("checkpoint_replay is off: the replay is not saved")
+
+    def load_replay(self, path):
+        raise AssertionError("no replay file to load")
+
+    def replay_started_empty(self, itr):
+        self.started_empty_at.append(itr)
+
+
+def test_a_replay_algorithm_resumed_without_its_replay_is_told_where(half_dir):
+    _, agent, sampler = make()
+    algo = ReplayToyAlgo()
+    runner = MinibatchRl(algo, agent, sampler, n_steps=N_STEPS, seed=5, log_interval_steps=16)
+    resume(runner, half_dir)
+    assert algo.started_empty_at == [4]  # the snapshot's next iteration
+    assert "replay starts empty" in (half_dir / "debug.log").read_text()

@@ -214,3 +214,15 @@ def test_sweep_names_a_sweep_file_that_is_not_text(capsys, tmp_path):
     sweep_file.write_bytes(b"\xff\xfe{}")
     err = one_error_line(capsys, ["sweep", str(sweep_file)])
     assert f"sweep file {sweep_file} is not valid JSON" in err
+
+
+def test_a_copy_renamed_run_id_resumes_in_place_and_another_name_is_named(runs, tmp_path, capsys):
+    copy = shutil.copytree(runs["all"], tmp_path / "copies" / "run_7")
+    (copy / "itr_1.pt").unlink()  # back to the first snapshot
+    for stale in copy.glob("itr_1_*"):
+        stale.unlink()
+    assert main(["resume", str(copy / "itr_0.pt")]) == 0
+    assert (copy / "itr_1.pt").exists()
+    assert sorted(p.name for p in (tmp_path / "copies").iterdir()) == ["run_7"]
+    renamed = shutil.copytree(runs["all"], tmp_path / "my-run")
+    assert "a run directory is named run_<id>" in one_error_line(capsys, ["resume", str(renamed)])

@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
@@ -68,6 +68,12 @@ def _box_bounds(agent: BaseAgent, env_spaces: EnvSpaces) -> tuple[torch.Tensor, 
     return low, high
 
 
+# How an agent acts before learning starts: Gaussian noise of this std around its policy
+# (rlpyt's way), or uniformly at random over the action box (SB3's).
+UNIFORM = "uniform"
+PretrainStd = float | Literal["uniform"] | None
+
+
 def _check_number(
     name: str, value: Any, positive: bool = False, allow_none: bool = True
 ) -> float | None:
@@ -106,14 +112,16 @@ class _QpgAgent(BaseAgent):
         model_kwargs: Mapping[str, Any],
         q_model_kwargs: Mapping[str, Any],
         initial_model_state_dict: Mapping[str, Any] | None,
-        pretrain_std: float | None,
+        pretrain_std: PretrainStd,
     ):
         super().__init__(ModelCls, model_kwargs, initial_model_state_dict, mujoco_model_kwargs)
         if QModelCls is None:
             raise ValueError(f"{type(self).__name__} needs a QModelCls")
         self.QModelCls = QModelCls
         self.q_model_kwargs = dict(q_model_kwargs)
-        self.pretrain_std = _check_number("pretrain_std", pretrain_std)
+        self.pretrain_std: float | str | None = (
+            UNIFORM if pretrain_std == UNIFORM else _check_number("pretrain_std", pretrain_std)
+        )
         # The algorithm's first learning iteration, in a tensor that initialize(share_memory=
         # True) shares, so sampler workers started before the algorithm set it still see it.
         self._min_itr_learn = torch.zeros((), dtype=torch.int64)
@@ -197,6 +205,17 @@ class _QpgAgent(BaseAgent):
 
     # ------------------------------------------------------------------ modes
 
+    def _uniform_pretraining(self, like: torch.Tensor) -> torch.Tensor | None:
+        """Before learning starts with ``pretrain_std="uniform"``: actions drawn uniformly
+        in [-1, 1] (the whole action box), shaped ``like``; else None."""
+        if self._pretraining and self.pretrain_std == UNIFORM:
+            return torch.rand_like(like).mul_(2).sub_(1)
+        return None
+
+    def _pretraining_std(self) -> float | None:
+        """The Gaussian noise before learning starts (None: the agent's own)."""
+        return self.pretrain_std if isinstance(self.pretrain_std, float) else None
+
     def _networks_train(self, mode: bool) -> None:
         """Every network besides the policy in train (``mode``) or eval mode."""
         for network in self._networks().values():
@@ -271,7 +290,8 @@ class DdpgAgent(_QpgAgent):
 
     Exploration: ``mu + N(0, action_std)`` in [-1, 1] units, the noise clipped to
     ``action_noise_clip`` when given, the action to [-1, 1]; ``pretrain_std`` (when given)
-    replaces ``action_std`` before the algorithm's ``min_itr_learn``. Eval mode acts with
+    replaces ``action_std`` before the algorithm's ``min_itr_learn`` (``"uniform"``: actions
+    uniform over the action box then, as SB3 and the zoo warm up). Eval mode acts with
     ``mu`` itself.
 
     ``state_dict()`` holds ``model``, ``q_model``, ``target_model`` and ``target_q_model``.
@@ -287,7 +307,7 @@ class DdpgAgent(_QpgAgent):
         initial_q_model_state_dict: Mapping[str, Any] | None = None,
         action_std: float = 0.1,
         action_noise_clip: float | None = None,
-        pretrain_std: float | None = None,
+        pretrain_std: PretrainStd = None,
     ):
         super().__init__(
             ModelCls,
@@ -362,13 +382,16 @@ class DdpgAgent(_QpgAgent):
         """Noisy actions in the environment's units: ``AgentStep(action, AgentInfoDdpg(mu))``."""
         inputs = self._model_inputs(observation, prev_action, prev_reward)
         mu = self._require_model()(*inputs)
-        action = self.distribution.sample(DistInfoStd(mean=mu, log_std=None))
+        action = self._uniform_pretraining(mu)
+        if action is None:
+            action = self.distribution.sample(DistInfoStd(mean=mu, log_std=None))
         agent_info = AgentInfoDdpg(mu=self._env_action(mu))
         return buffer_to(AgentStep(self._env_action(action), agent_info), device=self.output_device)
 
     def sample_mode(self, itr: int) -> None:
         super().sample_mode(itr)
-        self.distribution.set_std(self.pretrain_std if self._pretraining else self.action_std)
+        pretrain_std = self._pretraining_std() if self._pretraining else None
+        self.distribution.set_std(self.action_std if pretrain_std is None else pretrain_std)
 
     def eval_mode(self, itr: int) -> None:
         super().eval_mode(itr)
@@ -386,7 +409,7 @@ class Td3Agent(DdpgAgent):
 
     def __init__(
         self,
-        pretrain_std: float | None = 0.5,
+        pretrain_std: PretrainStd = 0.5,
         target_noise_std: float = 0.2,
         target_noise_clip: float | None = 0.5,
         initial_q2_model_state_dict: Mapping[str, Any] | None = None,
@@ -453,7 +476,7 @@ class SacAgent(_QpgAgent):
 
     ``pi`` returns a reparameterised sample ``tanh(u)`` with its log-likelihood, the tanh
     correction included. Sample mode uses ``pretrain_std`` around the mean before
-    ``min_itr_learn``; eval mode acts with ``tanh(mean)``. The temperature belongs to the
+    ``min_itr_learn`` (``"uniform"``: uniform actions in the box); eval mode acts with ``tanh(mean)``. The temperature belongs to the
     algorithm. ``state_dict()`` holds ``model``, ``q1_model``, ``q2_model``,
     ``target_q1_model`` and ``target_q2_model``.
     """
@@ -465,7 +488,7 @@ class SacAgent(_QpgAgent):
         model_kwargs: Mapping[str, Any] | None = None,
         q_model_kwargs: Mapping[str, Any] | None = None,
         initial_model_state_dict: Mapping[str, Any] | None = None,
-        pretrain_std: float | None = 0.75,
+        pretrain_std: PretrainStd = 0.75,
     ):
         super().__init__(
             ModelCls,
@@ -549,11 +572,13 @@ class SacAgent(_QpgAgent):
     def step(self, observation: Any, prev_action: Any, prev_reward: Any) -> Any:
         """Actions in the environment's units: ``AgentStep(action, AgentInfoSac(dist_info))``."""
         dist_info = self._dist_info(self._model_inputs(observation, prev_action, prev_reward))
+        uniform = self._uniform_pretraining(dist_info.mean)
         if self._mode == "eval":
             action = torch.tanh(dist_info.mean)
-        elif self._pretraining and self.pretrain_std is not None:
-            noise = torch.randn_like(dist_info.mean) * self.pretrain_std
-            action = torch.tanh(dist_info.mean + noise)
+        elif uniform is not None:
+            action = uniform
+        elif self._pretraining and (std := self._pretraining_std()) is not None:
+            action = torch.tanh(dist_info.mean + torch.randn_like(dist_info.mean) * std)
         else:
             action = self.distribution.sample(dist_info)
         agent_info = AgentInfoSac(dist_info=dist_info)

@@ -273,6 +273,7 @@ class ReplayAlgo(Generic[AgentT]):
         self.async_ = async_
         self.sampler_bs = T * B
         self.min_itr_learn = self.min_steps_learn // self.sampler_bs
+        self.learn_from_itr = self.min_itr_learn  # (later after a resume without the replay)
         self._tell_agent(agent)
         self.initialize_replay_buffer(examples, batch_spec, async_=async_)
         self._check_learning_start(T)
@@ -423,8 +424,8 @@ class ReplayAlgo(Generic[AgentT]):
     # ------------------------------------------------------------------ training
 
     def optimize_agent(self, itr: int, samples: Any = None, sampler_itr: int | None = None) -> Any:
-        """Store ``samples`` (when given), then, from sampler iteration ``min_itr_learn`` on,
-        take ``updates_per_optimize`` updates on replayed batches. Returns the OptInfo of
+        """Store ``samples`` (when given), then, from sampler iteration ``min_itr_learn`` on
+        (``learn_from_itr``: later after ``replay_started_empty``), take ``updates_per_optimize`` updates on replayed batches. Returns the OptInfo of
         lists, empty before learning starts (with ``compile``, 1-D tensors left on the
         device, which the runner reads once per log row).
 
@@ -443,7 +444,7 @@ class ReplayAlgo(Generic[AgentT]):
         if samples is not None:
             buffer.append_samples(self.samples_to_buffer(samples))
         opt_info = self.OptInfoCls(*([] for _ in self.OptInfoCls._fields))
-        if itr < self.min_itr_learn:
+        if itr < self.learn_from_itr:
             return opt_info
         self._optimizers()  # (raises unless optim_initialize ran)
         for batch in self._replayed_batches(buffer, self.updates_per_optimize):
@@ -531,6 +532,12 @@ class ReplayAlgo(Generic[AgentT]):
     def load_replay(self, path: str | os.PathLike[str]) -> None:
         """Restore the replay buffer saved by :meth:`save_replay` (same settings)."""
         self._replay_buffer.load(path)
+
+    def replay_started_empty(self, itr: int) -> None:
+        """A run resumed at sampler iteration ``itr`` without its replay buffer: learning
+        waits again, as at the start of a run, until ``min_steps_learn`` new steps fill it
+        (updates on a few steps would overfit them, or fail to draw a batch)."""
+        self.learn_from_itr = itr + self.min_itr_learn
 
     # ------------------------------------------------------------------ guards
 

@@ -315,7 +315,11 @@ class Checkpointer:
                     "WARNING: the checkpoint holds a replay buffer this algorithm can't take."
                 )
         elif hasattr(algo, "load_replay"):
-            logger.log("WARNING: the checkpoint holds no replay buffer; replay starts empty.")
+            logger.log(
+                "WARNING: the checkpoint holds no replay buffer; replay starts empty, and "
+                "learning waits until it holds min_steps_learn new steps (checkpoint_replay=True "
+                "keeps the replay in snapshots)."
+            )
         state, progress = checkpoint["runner_state"], _progress(runner)
         progress.load_state(checkpoint["next_itr"], checkpoint["cum_completed_trajs"], state)
         logger.truncate_tabular(state["progress_rows"])

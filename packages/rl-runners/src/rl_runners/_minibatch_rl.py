@@ -253,8 +253,10 @@ class MinibatchRl:
         self.startup()
         if restore is not None:
             self.checkpointer.restore(self, *restore)
+            checkpoint = restore[1]
+            if checkpoint.get("replay_file") is None and hasattr(self.algo, "replay_started_empty"):
+                self.algo.replay_started_empty(checkpoint["next_itr"])  # learning waits again
             if self.rank > 0:  # (the snapshot holds rank 0's generators: not this rank's)
-                checkpoint = restore[1]
                 set_seed(seed_after(self.seed or 0, self.rank, checkpoint["next_itr"]))
         elif self.rank == 0 and self.evaluator is not None:
             with logger.prefix("itr #0 "):

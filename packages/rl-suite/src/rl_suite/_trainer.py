@@ -782,12 +782,17 @@ def resume(
     if checkpointer is not None:
         runner.checkpointer = checkpointer
     run_dir = run_dir.resolve()
+    if not run_dir.name.startswith("run_"):  # (the logger writes to <parent>/run_<id>)
+        raise ValueError(
+            f"cannot resume in {str(run_dir)!r}: a run directory is named run_<id> (run_"
+            f"{config['seed']} when made); give it such a name again"
+        )
     if _torchrun_rank():  # (another of torchrun's processes: rank 0 writes the run directory)
         runner.resume(checkpoint)
         return run_dir
     with logger_context(
         run_dir.parent,
-        config["seed"],
+        run_dir.name.removeprefix("run_"),  # (a copy renamed run_<other> resumes in place)
         _name(config),
         snapshot_mode=config["runner"]["snapshot_mode"],
         override_prefix=True,
