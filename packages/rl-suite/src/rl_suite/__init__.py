@@ -26,6 +26,7 @@ from rl_runners import *  # noqa: F403
 from rl_samplers import *  # noqa: F403
 
 from ._config import PRESETS, apply_overrides, make_config  # noqa: F401 (in TRAINER)
+from ._load import TrainedAgent, load  # noqa: F401
 from ._plot import plot_runs  # noqa: F401
 from ._stopped import RunStopped  # noqa: F401
 from ._sweep import load_sweep, run_sweep  # noqa: F401
@@ -38,9 +39,11 @@ PACKAGES = (rl_arrays, rl_replay, rl_samplers, rl_agents, rl_algos, rl_runners, 
 TRAINER = [
     "PRESETS",
     "RunStopped",
+    "TrainedAgent",
     "apply_overrides",
     "build",
     "evaluate",
+    "load",
     "load_config",
     "load_sweep",
     "make_config",

@@ -810,16 +810,7 @@ def evaluate(
     trajectory infos (``Return``, ``Length`` ...)."""
     episodes = as_count("episodes", episodes, 1, expected="a positive int")  # 10.0 too
     run_dir, checkpoint = _run_dir_of(run_dir, None)
-    config = load_config(run_dir)
-    if is_batched(config["env"]):  # one env of the same dynamics, from gymnasium
-        if config["env"].startswith("torch:") and config["env_kwargs"]:
-            raise ValueError(
-                f"{run_dir} trained on {config['env']} with env_kwargs {config['env_kwargs']}: "
-                "evaluation plays the gymnasium env it follows, which has no such settings"
-            )
-        env_id = single_env_id(config["env"])
-        env_kwargs = _single_env_kwargs(env_id, config["env_kwargs"])
-        config = {**config, "env": env_id, "env_kwargs": env_kwargs}
+    config = evaluation_config(load_config(run_dir), run_dir)
     checkpoint_path, saved = read_run_checkpoint(run_dir if checkpoint is None else checkpoint)
     with _settings_of(run_dir / "params.json"):
         agent = make_agent(config, probe_spaces(config), deterministic)
@@ -838,18 +829,39 @@ def evaluate(
     )
     sampler.initialize(agent, seed=seed)
     try:
-        try:
-            agent.load_state_dict(saved["agent_state_dict"])
-        except RuntimeError as error:  # (missing or mis-shaped weights)
-            raise ValueError(
-                f"{checkpoint_path} does not fit the agent {run_dir / 'params.json'} "
-                f"describes: {_first_line(error)}; were the files mixed up?"
-            ) from error
+        load_weights(agent, saved, checkpoint_path, run_dir)
         agent.eval_mode(0)
         infos = list(sampler.evaluate_agent(0))
     finally:
         sampler.shutdown()
     return infos
+
+
+def load_weights(agent: Any, saved: dict[str, Any], checkpoint: Path, run_dir: Path) -> None:
+    """The checkpoint's agent weights into ``agent`` (initialized), or a ValueError naming
+    both files when they do not fit."""
+    try:
+        agent.load_state_dict(saved["agent_state_dict"])
+    except RuntimeError as error:  # (missing or mis-shaped weights)
+        raise ValueError(
+            f"{checkpoint} does not fit the agent {run_dir / 'params.json'} describes: "
+            f"{_first_line(error)}; were the files mixed up?"
+        ) from error
+
+
+def evaluation_config(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
+    """``config`` with one environment to play: a batched environment's run plays the
+    gymnasium environment of the same dynamics."""
+    if not is_batched(config["env"]):
+        return config
+    if config["env"].startswith("torch:") and config["env_kwargs"]:
+        raise ValueError(
+            f"{run_dir} trained on {config['env']} with env_kwargs {config['env_kwargs']}: "
+            "evaluation plays the gymnasium env it follows, which has no such settings"
+        )
+    env_id = single_env_id(config["env"])
+    env_kwargs = _single_env_kwargs(env_id, config["env_kwargs"])
+    return {**config, "env": env_id, "env_kwargs": env_kwargs}
 
 
 def _single_env_kwargs(env_id: str, env_kwargs: dict[str, Any]) -> dict[str, Any]:
