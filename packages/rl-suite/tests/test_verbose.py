@@ -31,7 +31,7 @@ def test_train_prints_summary_lines_and_with_verbose_the_table(tmp_path, capsys)
 def test_resume_takes_verbose(monkeypatch, capsys):
     seen = []
     monkeypatch.setattr(
-        rl_suite._trainer, "resume", lambda run_dir: seen.append(logger.get_verbose())
+        rl_suite._trainer, "resume", lambda run_dir, steps: seen.append(logger.get_verbose())
     )
     assert main(["resume", "somewhere", "--verbose"]) == 0
     assert main(["resume", "somewhere"]) == 0

@@ -58,7 +58,19 @@ def _parser() -> argparse.ArgumentParser:
     train = commands.add_parser(
         "train", help="train an agent", description="Train an agent; see `rl-suite list`."
     )
-    train.add_argument("algo", choices=ALGOS, metavar="ALGO", help=f"one of {', '.join(ALGOS)}")
+    train.add_argument(
+        "algo",
+        nargs="?",
+        choices=ALGOS,
+        metavar="ALGO",
+        help=f"one of {', '.join(ALGOS)} (optional with --config: the file's)",
+    )
+    train.add_argument(
+        "--config",
+        metavar="FILE",
+        help="the settings from a JSON file: a run's params.json, or what --dry-run prints "
+        "(options given here change them; no --preset with it)",
+    )
     train.add_argument(
         "--preset",
         help="a named configuration (`rl-suite list`); by default the one made for ALGO on "
@@ -126,6 +138,11 @@ def _parser() -> argparse.ArgumentParser:
 
     resume = commands.add_parser("resume", help="continue a stopped run from its checkpoint")
     resume.add_argument("run_dir", metavar="RUN_DIR", help=RUN_OR_CHECKPOINT_HELP)
+    resume.add_argument(
+        "--steps",
+        type=_positive_int,
+        help="train to this many environment steps instead of the run's (extends a finished run)",
+    )
     resume.add_argument("--verbose", action="store_true", help=VERBOSE_HELP)
 
     sweep = commands.add_parser(
@@ -202,21 +219,40 @@ def _alternating_fits(config: dict) -> bool:
 
 
 def _train_config(args: argparse.Namespace) -> dict:
-    from ._config import PRESETS, apply_overrides, default_preset, is_atari, make_config
+    from ._config import (
+        PRESETS,
+        apply_overrides,
+        default_preset,
+        is_atari,
+        make_config,
+        merge_config,
+    )
+    from ._trainer import read_config_file
 
-    preset = args.preset
-    if preset is None:
-        preset = default_preset(args.algo, args.env or DEFAULT_ENVS.get(args.algo, "CartPole-v1"))
     sampler = {"kind": args.sampler, "workers": args.workers, "batch_B": args.num_envs}
-    config = make_config(
-        preset,
-        algo=args.algo,
+    changes = dict(
         env=args.env,
         steps=args.steps,
         seed=args.seed,
         device=args.device,
         sampler={key: value for key, value in sampler.items() if value is not None},
     )
+    preset = args.preset
+    if args.config is not None:
+        if preset is not None:
+            raise ValueError("--config and --preset both give the settings: use one of them")
+        config = read_config_file(args.config)
+        if args.algo is not None and args.algo != config["algo"]:
+            raise ValueError(f"{args.config} trains {config['algo']}, not {args.algo}")
+        args.algo = config["algo"]
+        merge_config(config, {k: v for k, v in changes.items() if v is not None})
+    elif args.algo is None:
+        raise ValueError("name the algorithm (rl-suite train ALGO) or give --config FILE")
+    else:
+        if preset is None:
+            env = args.env or DEFAULT_ENVS.get(args.algo, "CartPole-v1")
+            preset = default_preset(args.algo, env)
+        config = make_config(preset, algo=args.algo, **changes)
     if preset is not None and PRESETS[preset]["algo"] != args.algo:
         raise ValueError(f"preset {preset!r} is for {PRESETS[preset]['algo']}, not {args.algo}")
     if preset is not None:
@@ -366,7 +402,7 @@ def main(argv: list[str] | None = None) -> int:
             from ._trainer import resume
 
             with _console(args.verbose):
-                print(f"run directory: {resume(args.run_dir)}")
+                print(f"run directory: {resume(args.run_dir, steps=args.steps)}")
         elif args.command == "sweep":
             return _sweep(args)
         elif args.command == "plot":

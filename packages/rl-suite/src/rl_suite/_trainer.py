@@ -10,6 +10,8 @@ rebuild everything from it. Every check (environment id, action space, settings)
 from __future__ import annotations
 
 import contextlib
+import copy
+import csv
 import functools
 import inspect
 import json
@@ -78,7 +80,7 @@ from rl_samplers import (
     TrajInfo,
 )
 
-from ._config import ALGOS, DEFAULTS, default_preset
+from ._config import ALGOS, DEFAULTS, default_preset, merge_config
 from ._envs import (
     atari_game,
     batch_env_spaces,
@@ -592,9 +594,43 @@ def train(
         if again:  # (its rows lead nowhere: it starts over)
             logger.log(f"{run_dir} holds no checkpoint of its run: training it again.")
             logger.truncate_tabular(0)
+        if (note := rounding_note(runner, config)) is not None:
+            logger.log(note)
         runner.train()
     _check_stopped(runner, run_dir)
     return run_dir
+
+
+def _more_steps(run_dir: Path, steps: int) -> int:
+    """``steps`` for a resume, checked: no fewer than the run has trained."""
+    steps = as_count("steps", steps, 1, expected="a positive int")
+    done = _steps_done(run_dir)
+    if steps < done:
+        raise ValueError(
+            f"--steps {steps:,}: the run in {run_dir} has trained {done:,} already; give more"
+        )
+    return steps
+
+
+def _write_steps(run_dir: Path, steps: int) -> None:
+    """``steps`` into the run's ``params.json`` (replaced whole), so that a later resume goes
+    on to them too."""
+    params_file = run_dir / "params.json"
+    params = json.loads(params_file.read_text(encoding="utf-8"))
+    params["config"]["steps"] = steps
+    temporary = params_file.with_name(params_file.name + ".tmp")
+    temporary.write_text(json.dumps(params, indent=2), encoding="utf-8")
+    os.replace(temporary, params_file)
+
+
+def _steps_done(run_dir: Path) -> int:
+    """The environment steps of the run's last logged row (0 before any)."""
+    try:
+        with open(run_dir / "progress.csv", newline="", encoding="utf-8") as f:
+            rows = list(csv.DictReader(f))
+    except FileNotFoundError:
+        return 0
+    return int(float(rows[-1]["CumSteps"])) if rows and rows[-1].get("CumSteps") else 0
 
 
 def _stopped_before_its_first_checkpoint(run_dir: Path) -> bool:
@@ -642,6 +678,50 @@ def load_config(run_dir: str | Path) -> dict[str, Any]:
 
 
 _SAVED_KEYS = ("algo", "env", "seed", "steps", "sampler", "agent", "runner")  # (every version)
+
+
+def read_config_file(path: str | Path) -> dict[str, Any]:
+    """The configuration of ``train --config FILE``: a JSON object of settings, the schema
+    of a run's ``params.json`` (so that file itself works: its ``config`` is taken), the
+    settings it leaves out at their defaults. Errors name the file."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such configuration file")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as error:
+        raise ValueError(f"{path} is not valid JSON: {error}") from error
+    settings = data.get("config", data) if isinstance(data, dict) else data
+    if not isinstance(settings, dict) or "algo" not in settings:
+        raise ValueError(
+            f"{path} holds no configuration: a JSON object of settings with at least 'algo' "
+            "(e.g. a run's params.json, or what `rl-suite train ... --dry-run` prints)"
+        )
+    config = copy.deepcopy(DEFAULTS)
+    try:
+        merge_config(config, settings)
+    except (KeyError, ValueError) as error:
+        raise ValueError(f"{path}: {error.args[0] if error.args else error}") from error
+    problem = _config_problem(config, DEFAULTS, "config")
+    if problem is not None:
+        raise ValueError(f"{path}: {problem}")
+    return config
+
+
+def rounding_note(runner: Any, config: dict[str, Any]) -> str | None:
+    """One line saying how the steps asked for became the steps the runner trains (whole
+    iterations in whole log intervals: the nearest such count), when they differ; else
+    None."""
+    steps, batch = config["steps"], runner.itr_batch_size
+    planned = runner.n_itr * batch
+    if not isinstance(steps, int) or planned == steps:
+        return None
+    interval = runner.log_interval_itrs * batch
+    return (
+        f"steps: {steps:,} asked for, {planned:,} trained: whole iterations of {batch:,} "
+        f"environment steps (sampler.batch_T x batch_B) in whole log intervals of "
+        f"{interval:,} (runner.log_interval_steps)"
+    )
 
 
 def _config_problem(value: Any, default: Any, where: str) -> str | None:
@@ -751,17 +831,22 @@ def resume(
     checkpoint: str | Path | None = None,
     affinity: dict[str, Any] | None = None,
     checkpointer: Checkpointer | None = None,
+    steps: int | None = None,
 ) -> Path:
     """Continue the run in ``run_dir`` from its checkpoint (or from ``checkpoint``, a file or
     a directory that holds one; ``run_dir`` may also be one of its checkpoint files) to its
     configured steps, appending to the same ``progress.csv``. ``affinity``: see ``build``;
-    ``checkpointer``: see ``train``.
+    ``checkpointer``: see ``train``. ``steps``: train to this many steps instead (a
+    finished run is extended), written into ``params.json`` first; schedules over the run
+    (PPO's linear one, epsilon's) then span the new length.
 
     A run of several processes (``runner.processes``, or torchrun's, where every process
     calls this) resumes with the same number: each loads the model, optimizer and counters,
     rank 0 also its environments' state; the other ranks' environments restart."""
     run_dir, checkpoint = _run_dir_of(run_dir, checkpoint)  # (named as given in errors)
     config = load_config(run_dir)
+    if steps is not None:
+        config = {**config, "steps": _more_steps(Path(run_dir), steps)}
     if checkpoint is None and _stopped_before_its_first_checkpoint(Path(run_dir)):
         raise FileNotFoundError(
             f"{run_dir} holds no checkpoint: its run stopped before the first was written; "
@@ -797,6 +882,10 @@ def resume(
         snapshot_mode=config["runner"]["snapshot_mode"],
         override_prefix=True,
     ):
+        if steps is not None:  # (under the run directory's lock)
+            _write_steps(run_dir, config["steps"])
+        if (note := rounding_note(runner, config)) is not None:
+            logger.log(note)
         runner.resume(checkpoint)
     _check_stopped(runner, run_dir)
     return run_dir
