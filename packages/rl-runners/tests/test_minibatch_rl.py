@@ -5,6 +5,7 @@ import sys
 import typing
 from types import SimpleNamespace
 
+import psutil
 import pytest
 import torch
 from rl_runners_toys import (
@@ -19,7 +20,11 @@ from rl_runners_toys import (
 
 import rl_runners
 from rl_runners import MinibatchRl, MinibatchRlEval, logger_context
-from rl_runners._minibatch_rl import mid_batch_reset
+from rl_runners._minibatch_rl import (
+    SMALL_MODEL_PARAMETERS,
+    default_torch_threads,
+    mid_batch_reset,
+)
 from rl_runners._protocols import protocol_members
 
 RUNNER_COLUMNS = [
@@ -378,3 +383,43 @@ def test_diagnostics_left_as_tensors_are_read_once_per_row(tmp_path, monkeypatch
     for key in ("lossAverage", "gradNormMax", "CumUpdates"):
         floats, tensors = ([float(r[key]) for r in progress[n]] for n in ("floats", "tensors"))
         assert tensors == pytest.approx(floats, rel=1e-6)
+
+
+class _Sized:
+    """An agent of ``n`` parameters on ``device``; a sampler with ``workers`` processes."""
+
+    def __init__(self, n=0, device="cpu", workers=0):
+        self.device = torch.device(device)
+        self._parameters = [torch.zeros(n)]
+        self.workers = [None] * workers
+
+    def parameters(self):
+        return iter(self._parameters)
+
+
+def test_default_torch_threads_one_for_small_models_else_the_cores_workers_leave(monkeypatch):
+    monkeypatch.setattr(psutil.Process, "cpu_affinity", lambda self: [0, 1, 2, 3])
+    big = SMALL_MODEL_PARAMETERS
+    assert default_torch_threads(_Sized(big - 1), _Sized()) == 1
+    assert default_torch_threads(_Sized(big), _Sized()) == 4
+    assert default_torch_threads(_Sized(big), _Sized(workers=3)) == 1
+    assert default_torch_threads(_Sized(big), _Sized(workers=8)) == 1
+    assert default_torch_threads(_Sized(big, device="meta"), _Sized()) == 1  # (not the CPU)
+
+
+def test_a_runner_without_thread_settings_trains_on_the_default_and_restores_torchs(tmp_path):
+    before = torch.get_num_threads()
+    seen = []
+    algo, agent, sampler = make()
+    runner = MinibatchRl(algo, agent, sampler, n_steps=16, log_interval_steps=8)
+    optimize = algo.optimize_agent
+
+    def counting(itr, samples):
+        seen.append(torch.get_num_threads())
+        return optimize(itr, samples)
+
+    algo.optimize_agent = counting
+    with logger_context(tmp_path, 0, "threads"):
+        runner.train()
+    assert seen and set(seen) == {1}  # a linear toy model: one thread
+    assert torch.get_num_threads() == before

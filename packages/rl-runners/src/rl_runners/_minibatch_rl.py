@@ -67,6 +67,28 @@ def set_master_affinity(affinity: Mapping[str, Any]) -> Callable[[], None]:
     return restore
 
 
+# Below this many parameters a model trains fastest on one torch thread: a second costs more
+# in hand-over than it takes off the work (benchmarks/threads.py measures it).
+SMALL_MODEL_PARAMETERS = 1_000_000
+
+
+def default_torch_threads(agent: Any, sampler: object) -> int:
+    """Torch threads for a process whose affinity names none: one for a small model or one
+    on a GPU; else the CPUs this process may run on that the sampler's worker processes (one
+    core each) leave, at least one. Torch's own default, every core, oversubscribes the
+    machine as soon as workers run beside it."""
+    device = getattr(agent, "device", None)
+    if device is not None and torch.device(device).type != "cpu":
+        return 1
+    if sum(p.numel() for p in agent.parameters()) < SMALL_MODEL_PARAMETERS:
+        return 1
+    try:
+        cpus = len(psutil.Process().cpu_affinity())
+    except AttributeError:  # macOS has no CPU affinity
+        cpus = os.cpu_count() or 1
+    return max(1, cpus - len(getattr(sampler, "workers", ())))
+
+
 def mid_batch_reset(sampler: object) -> bool:
     """The sampler's ``mid_batch_reset``, else its collector class's, else True."""
     value = getattr(sampler, "mid_batch_reset", None)
@@ -203,6 +225,10 @@ class MinibatchRl:
         )
         n_itr = self.get_n_itr()
         self.agent.to_device(self.affinity.get("cuda_idx"))
+        if self.affinity.get("master_torch_threads") is None:
+            threads = default_torch_threads(self.agent, self.sampler)
+            torch.set_num_threads(threads)
+            logger.debug(f"Torch threads: {threads} (affinity master_torch_threads chooses).")
         self.algo.initialize(
             self.agent,
             n_itr=n_itr,
