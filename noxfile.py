@@ -50,7 +50,7 @@ TEST_SPECS = [
     "rl-algos",
     "rl-runners",
     "rl-launch",
-    "rl-suite[plot]",
+    "rl-suite[plot,video]",  # eval --video: encoded and decoded for real
 ]
 
 # The promise that rl-arrays installs with numpy and nothing else, checked literally.

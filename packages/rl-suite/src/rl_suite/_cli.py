@@ -135,6 +135,15 @@ def _parser() -> argparse.ArgumentParser:
         "--deterministic", action="store_true", help="greedy actions instead of sampled ones"
     )
     evaluate.add_argument("--seed", type=int, default=12345, help="environment seed")
+    evaluate.add_argument(
+        "--env", help="play another environment id with the same spaces (a harder variant ...)"
+    )
+    evaluate.add_argument(
+        "--video",
+        metavar="DIR",
+        help="record each episode into an MP4 file in DIR (pip install 'rl-suite[video]')",
+    )
+    evaluate.add_argument("--render", action="store_true", help="show the episodes in a window")
 
     resume = commands.add_parser("resume", help="continue a stopped run from its checkpoint")
     resume.add_argument("run_dir", metavar="RUN_DIR", help=RUN_OR_CHECKPOINT_HELP)
@@ -315,13 +324,23 @@ def _train(args: argparse.Namespace) -> None:
 def _evaluate(args: argparse.Namespace) -> None:
     from ._trainer import evaluate, mean_return
 
-    infos = evaluate(args.run_dir, args.episodes, args.deterministic, args.seed)
+    infos = evaluate(
+        args.run_dir,
+        args.episodes,
+        args.deterministic,
+        args.seed,
+        env=args.env,
+        video_dir=args.video,
+        render=args.render,
+    )
     returns = [info.Return for info in infos]
     for i, info in enumerate(infos):
         print(f"episode {i + 1}: return {info.Return:.2f}, length {info.Length}")
     if len(infos) < args.episodes:
         print(f"only {len(infos)} of {args.episodes} episodes ended")
     print(f"mean return over {len(returns)} episodes: {mean_return(infos):.2f}")
+    if args.video is not None:
+        print(f"videos: {Path(args.video).resolve()}")
 
 
 def _sweep(args: argparse.Namespace) -> int:

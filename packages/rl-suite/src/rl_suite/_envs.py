@@ -9,9 +9,11 @@ torch envs, on the run's device), ``vec:<gymnasium id>`` (``gymnasium.make_vec``
 
 from __future__ import annotations
 
+import os
 import re
+import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import gymnasium
 import numpy as np
@@ -98,26 +100,92 @@ def make_env(
     id: str,
     observation_indices: list[int] | None = None,
     clip_action: bool = False,
+    video_dir: str | None = None,
+    video_episodes: int | None = None,
     **kwargs: Any,
 ) -> Any:
     """Our ``Env`` for ``id``; ``observation_indices`` keeps only those observation entries
     (CartPole with ``[0, 2]`` sees positions but no velocities: a task that needs memory);
     ``clip_action`` clips actions into the Box action space before the environment sees them
-    (as SB3 does for a Gaussian policy; the agent learns from the action it drew)."""
+    (as SB3 does for a Gaussian policy; the agent learns from the action it drew);
+    ``video_dir`` records each of the first ``video_episodes`` episodes (all when None) into
+    an MP4 file there (gymnasium's ``RecordVideo``: ``pip install 'rl-suite[video]'``)."""
     if is_atari(id):
-        if observation_indices is not None or clip_action:
+        if observation_indices is not None or clip_action or video_dir is not None:
             raise ValueError(
-                "observation_indices and clip_action apply to vector observations and Box "
-                "actions only, not to Atari"
+                "observation_indices, clip_action and video recording apply to gymnasium "
+                "environments only, not to Atari (AtariEnv)"
             )
         return AtariEnv(game=atari_game(id), **kwargs)
+    if video_dir is not None:
+        kwargs["render_mode"] = "rgb_array"
+        if not has_display():  # (MuJoCo renders off screen through EGL then)
+            os.environ.setdefault("MUJOCO_GL", "egl")
     env = make(id, **kwargs)
     inner = env.env
     if observation_indices is not None:
         inner = _KeepIndices(inner, list(observation_indices))
     if clip_action:
         inner = _ClipAction(inner)
+    if video_dir is not None:
+        inner = _recorded(inner, video_dir, video_episodes)
     return env if inner is env.env else GymEnvWrapper(inner)
+
+
+def has_display() -> bool:
+    """Whether windows can be shown: an X or Wayland display on Linux; assumed elsewhere."""
+    if sys.platform.startswith("linux"):
+        return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+    return True
+
+
+def _recorded(env: gymnasium.Env, video_dir: str, episodes: int | None) -> gymnasium.Env:
+    try:
+        import imageio_ffmpeg  # noqa: F401
+    except ImportError as error:
+        raise ImportError(
+            "recording videos needs imageio-ffmpeg: pip install 'rl-suite[video]'"
+        ) from error
+    return _RecordVideo(
+        env,
+        video_dir,
+        episode_trigger=lambda episode: episodes is None or episode < episodes,
+        name_prefix="episode",
+        disable_logger=True,
+    )
+
+
+class _RecordVideo(gymnasium.wrappers.RecordVideo):
+    """gymnasium's ``RecordVideo``, its frames encoded by imageio-ffmpeg (H.264): its own
+    encoder, moviepy, drops an episode's last frame (``int(len / fps * fps)`` rounds down)."""
+
+    def stop_recording(self) -> None:
+        if self.recorded_frames:
+            path = os.path.join(self.video_folder, f"{self._video_name}.mp4")
+            write_mp4(path, cast(list[np.ndarray], self.recorded_frames), self.frames_per_sec)
+        self.recorded_frames = []  # (the rest of the base's bookkeeping, without its encoder)
+        self.recording = False
+        self._video_name = None
+
+
+def write_mp4(path: str, frames: list[np.ndarray], fps: float) -> None:
+    """RGB ``frames`` ``[H, W, 3]`` as an H.264 MP4 that players take (yuv420p)."""
+    import imageio_ffmpeg
+
+    height, width = frames[0].shape[:2]
+    writer = imageio_ffmpeg.write_frames(
+        path,
+        (width, height),
+        fps=fps,
+        codec="libx264",
+        pix_fmt_out="yuv420p",
+        macro_block_size=2,  # (yuv420p needs even sizes: an odd one is scaled by a pixel)
+        ffmpeg_log_level="error",
+    )
+    writer.send(None)  # (starts ffmpeg)
+    for frame in frames:
+        writer.send(np.ascontiguousarray(frame, dtype=np.uint8))
+    writer.close()
 
 
 def make_batch_env(num_envs: int, id: str, device: str = "cpu", **kwargs: Any) -> Any:

@@ -84,6 +84,7 @@ from ._config import ALGOS, DEFAULTS, default_preset, merge_config
 from ._envs import (
     atari_game,
     batch_env_spaces,
+    has_display,
     is_atari,
     is_batched,
     make_batch_env,
@@ -892,22 +893,49 @@ def resume(
 
 
 def evaluate(
-    run_dir: str | Path, episodes: int = 10, deterministic: bool = False, seed: int = 12345
+    run_dir: str | Path,
+    episodes: int = 10,
+    deterministic: bool = False,
+    seed: int = 12345,
+    *,
+    env: str | None = None,
+    video_dir: str | Path | None = None,
+    render: bool = False,
 ) -> list[Any]:
     """Play ``episodes`` evaluation episodes with the agent of the run's latest checkpoint
     (``run_dir`` may also be one of its checkpoint files, ``itr_<n>.pt``); returns their
-    trajectory infos (``Return``, ``Length`` ...)."""
+    trajectory infos (``Return``, ``Length`` ...). ``env``: another environment id to play,
+    with the same spaces (the run's ``env_kwargs`` kept); ``video_dir``: one MP4 per episode
+    written there; ``render``: shown in a window (needs a display)."""
     episodes = as_count("episodes", episodes, 1, expected="a positive int")  # 10.0 too
     run_dir, checkpoint = _run_dir_of(run_dir, None)
     config = evaluation_config(load_config(run_dir), run_dir)
     checkpoint_path, saved = read_run_checkpoint(run_dir if checkpoint is None else checkpoint)
+    spaces = probe_spaces(config)
+    if env is not None and env != config["env"]:
+        trained = config["env"]
+        config = {**config, "env": env}
+        _check_same_spaces(spaces, probe_spaces(config), trained, env)
+    eval_env_kwargs = _env_kwargs(config)
+    if render and video_dir is not None:
+        raise ValueError("--render and --video: show the episodes or record them, not both")
+    if render:
+        if not has_display():
+            raise ValueError(
+                "--render opens a window, and this machine has no display (neither DISPLAY nor "
+                "WAYLAND_DISPLAY is set): record the episodes with --video DIR instead"
+            )
+        eval_env_kwargs["render_mode"] = "human"
+    if video_dir is not None:
+        eval_env_kwargs.update(video_dir=str(video_dir), video_episodes=episodes)
     with _settings_of(run_dir / "params.json"):
-        agent = make_agent(config, probe_spaces(config), deterministic)
+        agent = make_agent(config, spaces, deterministic)
     # One environment, episodes one after another: with several at once, the first episodes to
     # end (the short ones) would fill the count before the long ones finish.
     sampler = SerialSampler(
         EnvCls=make_env,
         env_kwargs=_env_kwargs(config),
+        eval_env_kwargs=eval_env_kwargs,
         batch_T=1,
         batch_B=1,
         max_decorrelation_steps=0,
@@ -924,6 +952,27 @@ def evaluate(
     finally:
         sampler.shutdown()
     return infos
+
+
+def _check_same_spaces(trained: Any, other: Any, trained_id: str, other_id: str) -> None:
+    """A ValueError naming both environments when ``other``'s spaces differ from the ones the
+    agent was trained on."""
+    for part in ("observation", "action"):
+        a, b = getattr(trained, part), getattr(other, part)
+        if _space_summary(a) != _space_summary(b):
+            raise ValueError(
+                f"{other_id} has another {part} space than {trained_id}, which the agent was "
+                f"trained on: {_space_summary(b)} against {_space_summary(a)}"
+            )
+
+
+def _space_summary(space: Any) -> tuple[Any, ...]:
+    return (
+        type(space).__name__,
+        tuple(getattr(space, "shape", ()) or ()),
+        str(getattr(space, "dtype", "")),
+        getattr(space, "n", None),
+    )
 
 
 def load_weights(agent: Any, saved: dict[str, Any], checkpoint: Path, run_dir: Path) -> None:
