@@ -49,8 +49,9 @@ TEST_SPECS = [
     "rl-agents[onnx]",  # export_policy(format="onnx"), run with onnxruntime
     "rl-algos",
     "rl-runners",
+    "rl-runners[mlflow,tensorboard,wandb]",  # log_to: read back with each library's reader
     "rl-launch",
-    "rl-suite[plot,video]",  # eval --video: encoded and decoded for real
+    "rl-suite[mlflow,plot,video]",  # eval --video decoded, --log-to mlflow read back
 ]
 
 # The promise that rl-arrays installs with numpy and nothing else, checked literally.

@@ -87,3 +87,30 @@ def test_steps_rounded_to_whole_iterations_are_said_once(tmp_path, capsys):
     assert main([*argv, "--set", "runner.evaluate=False", "--set", "torch_threads=1"]) == 0
     out = capsys.readouterr().out
     assert out.count("1,500 asked for, 1,280 trained") == 1, out
+
+
+def test_log_to_sends_the_rows_to_mlflow_with_the_config_and_a_resume_continues(
+    tmp_path, monkeypatch, capsys
+):
+    mlflow = pytest.importorskip("mlflow", reason="the mlflow extra")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", (tmp_path / "mlruns").as_uri())
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    argv = ["train", "ppo", "--steps", "1024", "--log-to", "mlflow", "--log-dir", str(tmp_path)]
+    settings = ["runner.log_interval_steps=512", "runner.evaluate=False", "torch_threads=1"]
+    assert main([*argv, *(f"--set={s}" for s in settings)]) == 0
+    run_dir = tmp_path / "run_0"
+    assert main(["resume", str(run_dir), "--steps", "1536"]) == 0
+    client = mlflow.MlflowClient()
+    (run,) = client.search_runs([client.get_experiment_by_name("rl-suite").experiment_id])
+    assert run.data.params["config.log_to"] == "['mlflow']"
+    assert run.data.params["config.runner.log_interval_steps"] == "512"
+    history = client.get_metric_history(run.info.run_id, "CumSteps")
+    assert [m.value for m in sorted(history, key=lambda m: m.step)] == [
+        float(r["CumSteps"]) for r in rows(run_dir)
+    ]
+
+
+def test_log_to_names_an_unknown_output(tmp_path, capsys):
+    argv = ["train", "ppo", "--steps", "256", "--log-to", "tensorboard,neptune"]
+    assert main([*argv, "--log-dir", str(tmp_path)]) == 2
+    assert "unknown output 'neptune'" in capsys.readouterr().err

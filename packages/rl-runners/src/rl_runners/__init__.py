@@ -30,6 +30,7 @@ from ._logger import SNAPSHOT_MODES, Logger, logger, logger_context
 from ._minibatch_rl import MinibatchRl, MinibatchRlBase, MinibatchRlEval
 from ._modes import AgentModes
 from ._on_policy import DeployedPolicy, OnPolicyRunner
+from ._outputs import LOG_OUTPUTS, MlflowOutput, RowOutput, WandbOutput, mlflow_key
 from ._progress import Progress, TrajWindow
 from ._protocols import (
     AgentProtocol,
@@ -48,6 +49,7 @@ __version__ = version("rl-runners")
 
 __all__ = [
     "CHECKPOINT_FORMAT",
+    "LOG_OUTPUTS",
     "SNAPSHOT_MODES",
     "AgentModes",
     "AgentProtocol",
@@ -67,11 +69,13 @@ __all__ = [
     "MinibatchRl",
     "MinibatchRlBase",
     "MinibatchRlEval",
+    "MlflowOutput",
     "NonFiniteError",
     "OnPolicyRunner",
     "ProcessGroup",
     "ProgBarCounter",
     "Progress",
+    "RowOutput",
     "RunDirInUse",
     "SamplerProtocol",
     "SingleProcess",
@@ -79,6 +83,7 @@ __all__ = [
     "SyncRlEval",
     "SyncRlMixin",
     "TrajWindow",
+    "WandbOutput",
     "atomic_write",
     "companion_path",
     "find_checkpoint",
@@ -89,6 +94,7 @@ __all__ = [
     "logger",
     "logger_context",
     "make_seed",
+    "mlflow_key",
     "read_checkpoint",
     "remove_partial_writes",
     "save_data",

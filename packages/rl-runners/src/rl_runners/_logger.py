@@ -26,6 +26,7 @@ from rl_arrays import as_count
 
 from ._checkpoint import atomic_write, naming_the_file, remove_partial_writes, save_torch
 from ._console import print_line
+from ._outputs import RowOutput, check_outputs, open_outputs
 from ._run_lock import run_dir_lock
 from ._values import plain
 
@@ -111,6 +112,7 @@ class Logger:
         self._header: list[str] | None = None
         self._n_rows = 0
         self._summary_writer: Any = None
+        self._outputs: list[RowOutput] = []  # (W&B, MLflow: see set_row_outputs)
         self._snapshot_dir: Path | None = None
         self._snapshot_mode = "none"
         self._snapshot_gap = 1
@@ -237,6 +239,10 @@ class Logger:
                 if _is_number(value):
                     self._summary_writer.add_scalar(key, value, self._iteration)
             self._summary_writer.flush()
+        if self._outputs:
+            numbers = {k: float(v) for k, v in row.items() if _is_number(v)}
+            for output in self._outputs:
+                output.write(numbers, self._iteration)
 
     # -------------------------------------------------------- progress.csv
     def set_tabular_output(self, path: str | os.PathLike | None) -> None:
@@ -316,6 +322,10 @@ class Logger:
         self._n_rows += 1
 
     # --------------------------------------------------------- TensorBoard
+    def set_row_outputs(self, outputs: list[RowOutput]) -> None:
+        """Also send each row's numbers to ``outputs`` (``[]``: stop)."""
+        self._outputs = list(outputs)
+
     def set_summary_writer(self, writer: Any) -> None:
         """Also write each row's numbers as TensorBoard scalars (``None``: stop)."""
         self._summary_writer = writer
@@ -404,6 +414,7 @@ def logger_context(
     override_prefix: bool = False,
     use_summary_writer: bool = False,
     snapshot_gap: int = 1,
+    log_to: Sequence[str] | str = (),
 ) -> Iterator[Path]:
     """Log to the run directory ``log_dir/run_<run_ID>`` inside the block; yields it.
 
@@ -411,7 +422,10 @@ def logger_context(
     existing one is kept when ``log_params`` is None), ``debug.log`` and ``progress.csv``
     (both continued when they exist, so a resumed run appends), snapshots as
     ``snapshot_mode`` says (``gap`` every ``snapshot_gap`` iterations) and, with
-    ``use_summary_writer``, TensorBoard events.  A relative ``log_dir`` not already under
+    ``use_summary_writer``, TensorBoard events. ``log_to``: outputs that also get every row,
+    any of ``"tensorboard"`` (the same as ``use_summary_writer``), ``"wandb"`` and
+    ``"mlflow"`` (extras of the same names; see ``WandbOutput`` and ``MlflowOutput`` for
+    where they write); a resumed run continues its W&B and MLflow runs. A relative ``log_dir`` not already under
     ``./data`` is put under ``./data/local/<yyyymmdd>/<hhmmss>/`` unless ``override_prefix``;
     an absolute one is used as given.
     """
@@ -420,14 +434,36 @@ def logger_context(
     snapshot_gap = as_count("snapshot_gap", snapshot_gap, 1, expected="an int >= 1")
     if log_params is not None and not isinstance(log_params, Mapping):
         raise TypeError(f"log_params must be a mapping or None, got {type(log_params).__name__}")
+    outputs = check_outputs(log_to)
+    use_summary_writer = use_summary_writer or "tensorboard" in outputs
     run_dir = _run_dir(log_dir, run_ID, override_prefix)
     run_dir.mkdir(parents=True, exist_ok=True)
     with run_dir_lock(run_dir):
         remove_partial_writes(run_dir)  # (a killed writer's: no other process writes here)
-        with _logging_to(
-            run_dir, name, run_ID, log_params, snapshot_mode, snapshot_gap, use_summary_writer
+        with (
+            _logging_to(
+                run_dir, name, run_ID, log_params, snapshot_mode, snapshot_gap, use_summary_writer
+            ),
+            _row_outputs(run_dir, f"{name}_{run_ID}", outputs),
         ):
             yield run_dir
+
+
+@contextmanager
+def _row_outputs(run_dir: Path, name: str, outputs: tuple[str, ...]) -> Iterator[None]:
+    """W&B and MLflow runs for the block, given the run's parameters (``params.json``)."""
+    if not {"wandb", "mlflow"} & set(outputs):
+        yield
+        return
+    params = json.loads((run_dir / "params.json").read_text(encoding="utf-8"))
+    opened = open_outputs(outputs, run_dir, name, params)
+    logger.set_row_outputs(opened)
+    try:
+        yield
+    finally:
+        logger.set_row_outputs([])
+        for output in opened:
+            output.close()
 
 
 @contextmanager

@@ -124,6 +124,12 @@ def _parser() -> argparse.ArgumentParser:
         help="change one setting, e.g. --set algo_kwargs.learning_rate=3e-4 (repeatable)",
     )
     train.add_argument(
+        "--log-to",
+        metavar="OUTPUTS",
+        help="also send the rows to tensorboard, wandb and/or mlflow, comma-separated (extras "
+        "of the same names: pip install 'rl-suite[wandb]'); log_to in the configuration",
+    )
+    train.add_argument(
         "--dry-run", action="store_true", help="print the configuration and build the run only"
     )
     train.add_argument("--verbose", action="store_true", help=VERBOSE_HELP)
@@ -272,6 +278,9 @@ def _train_config(args: argparse.Namespace) -> dict:
         config["runner"]["asynchronous"] = True
     if args.compile:
         config["algo_kwargs"]["compile"] = True
+    if args.log_to is not None:
+        # (checked by logger_context as the run starts, before any work)
+        config["log_to"] = [name.strip() for name in args.log_to.split(",") if name.strip()]
     config = apply_overrides(config, args.overrides)
     # Atari on a GPU: the action server acts for half the envs while the other half step,
     # unless the sampler was chosen (--sampler, --set sampler.kind=...) or cannot be.

@@ -23,7 +23,8 @@ DEFAULTS: dict[str, Any] = {
     "steps": 100_000,
     "seed": 0,
     "device": "cpu",
-    "torch_threads": None,  # the training process's torch threads; None: torch's default
+    "torch_threads": None,  # the training process's torch threads; None: the runner's choice
+    "log_to": [],  # outputs besides progress.csv: "tensorboard", "wandb", "mlflow"
     "sampler": {
         # serial | cpu | gpu | alternating (gpu's action server, the workers in two groups
         # that step while it acts for the other) | batched (torch:, vec: and ale: envs)

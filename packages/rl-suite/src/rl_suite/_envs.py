@@ -142,9 +142,10 @@ def has_display() -> bool:
 def _recorded(env: gymnasium.Env, video_dir: str, episodes: int | None) -> gymnasium.Env:
     try:
         import imageio_ffmpeg  # noqa: F401
+        import moviepy  # noqa: F401  (RecordVideo asks for it)
     except ImportError as error:
         raise ImportError(
-            "recording videos needs imageio-ffmpeg: pip install 'rl-suite[video]'"
+            f"recording videos needs {error.name}: pip install 'rl-suite[video]'"
         ) from error
     return _RecordVideo(
         env,

@@ -591,6 +591,7 @@ def train(
         log_params={"config": config},
         snapshot_mode=config["runner"]["snapshot_mode"],
         override_prefix=True,
+        log_to=config.get("log_to", ()),  # (runs saved before it have none)
     ):
         if again:  # (its rows lead nowhere: it starts over)
             logger.log(f"{run_dir} holds no checkpoint of its run: training it again.")
@@ -882,6 +883,7 @@ def resume(
         _name(config),
         snapshot_mode=config["runner"]["snapshot_mode"],
         override_prefix=True,
+        log_to=config.get("log_to", ()),  # (runs saved before it have none)
     ):
         if steps is not None:  # (under the run directory's lock)
             _write_steps(run_dir, config["steps"])
