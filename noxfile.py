@@ -37,7 +37,7 @@ LINT_TOOLS = ["ruff", "import-linter", "mypy", "types-psutil", "types-tqdm"]
 # plots) come from the umbrella's own extras, so the tests also prove that the extras work.
 END_TO_END = "rl-suite[mujoco,plot]"
 # Distributions whose import name is not the distribution name with "_" for "-".
-MODULE_NAMES = {"ale-py": "ale_py", "opencv-python": "cv2"}
+MODULE_NAMES = {"ale-py": "ale_py", "opencv-python": "cv2", "mlflow-skinny": "mlflow"}
 TEST_SPECS = [
     "rl-arrays",  # numpy only: proves the torch-free install works
     "rl-arrays[torch]",
