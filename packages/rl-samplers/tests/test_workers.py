@@ -287,3 +287,31 @@ def test_worker_timeout_is_checked():
     for bad in (0, -1.0, float("inf"), "10", True):
         with pytest.raises(ValueError, match="worker_timeout must be seconds > 0"):
             CpuSampler(CountingEnv, {}, worker_timeout=bad, **CONFIG)
+
+
+FORGOTTEN = """
+import sys
+sys.path.insert(0, {tests!r})
+from sampler_toys import CountingEnv, EchoAgent
+from rl_samplers import {cls}
+if __name__ == "__main__":
+    s = {cls}(CountingEnv, {{}}, batch_T=2, batch_B=2, start_method={method!r})
+    s.initialize(EchoAgent(), seed=0)
+    s.obtain_samples(0)
+    if {fail}:
+        raise RuntimeError("the script fails before shutdown()")
+"""
+
+
+@pytest.mark.parametrize("fail", [False, True])
+@pytest.mark.parametrize("sampler_cls", [CpuSampler, GpuSampler])
+def test_a_script_that_never_shuts_its_sampler_down_still_exits(
+    start_method, sampler_cls, fail, tmp_path
+):
+    """Workers ignore SIGTERM, multiprocessing's way to end daemon children at exit, and it
+    then waits for them: the sampler's exit hook kills them first (it hung forever)."""
+    script = tmp_path / "forgotten.py"
+    code = FORGOTTEN.format(tests=TESTS, cls=sampler_cls.__name__, method=start_method, fail=fail)
+    script.write_text(code)
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert run.returncode == (1 if fail else 0), run.stderr

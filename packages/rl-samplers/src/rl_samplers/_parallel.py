@@ -11,13 +11,15 @@ leaving a ``with`` block) does.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import functools
 import math
 import multiprocessing as mp
 import os
 import signal
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from multiprocessing.connection import Connection, wait
 from multiprocessing.context import BaseContext
 from multiprocessing.process import BaseProcess
@@ -96,6 +98,7 @@ class ParallelSamplerBase(BaseSampler):
         self.links: list[Connection] = []  # this process's end of each worker's link
         self._child_ends: list[Connection] = []  # the next worker's ends, closed once it runs
         self._busy: set[int] = set()  # the workers that owe an answer
+        self._exit_hook: Callable[[], None] | None = None  # kills the workers at exit
 
     def initialize(
         self,
@@ -199,6 +202,11 @@ class ParallelSamplerBase(BaseSampler):
                     end.close()
                 self._child_ends.clear()
                 self._worker_started(w, process)
+            # Workers ignore SIGTERM, which is how multiprocessing ends daemon children at exit
+            # (then waits for them): a script that ends without shutdown() would hang there.
+            # Registered after multiprocessing's own exit hook, this one runs first.
+            self._exit_hook = functools.partial(_kill_at_exit, self.workers)
+            atexit.register(self._exit_hook)
         except BaseException:
             self.shutdown()
             raise
@@ -334,6 +342,9 @@ class ParallelSamplerBase(BaseSampler):
         envs), kill those busy with one (they would not hear; they ignore SIGTERM, which a
         scheduler sends the whole process group, and SIGKILL ends a stopped process too);
         then close the pipes.  Shared memory is freed with the last process using it."""
+        if self._exit_hook is not None:
+            atexit.unregister(self._exit_hook)
+            self._exit_hook = None
         workers, self.workers = self.workers, []
         links, self.links = self.links, []
         kill, busy, self._busy = set(kill), self._busy, set()
@@ -353,6 +364,15 @@ class ParallelSamplerBase(BaseSampler):
         for end in links + self._child_ends:
             end.close()
         self._child_ends.clear()
+
+
+def _kill_at_exit(workers: list[BaseProcess]) -> None:
+    """At interpreter exit, the workers of a sampler that was not shut down: killed (they
+    hold nothing that a clean exit would save)."""
+    for process in workers:
+        if process.is_alive():
+            process.kill()
+            process.join(timeout=5)
 
 
 def _how_it_ended(exitcode: int | None) -> str:
