@@ -112,3 +112,12 @@ def test_wandb_offline_history_equals_progress_csv(tmp_path, monkeypatch):
 def test_an_unknown_output_is_named(tmp_path):
     with pytest.raises(ValueError, match="unknown output 'neptune'"):
         train(tmp_path, "tensorboard,neptune")
+
+
+def test_an_output_whose_library_is_missing_is_named_before_any_work(tmp_path, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "mlflow", None)  # (imports of it fail)
+    with pytest.raises(ImportError, match=r"pip install 'rl-runners\[mlflow\]'"):
+        train(tmp_path, "mlflow")
+    assert not (tmp_path / "run_0").exists()

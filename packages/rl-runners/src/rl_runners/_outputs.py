@@ -5,6 +5,7 @@ row at the row's iteration, and the run's parameters once."""
 from __future__ import annotations
 
 import hashlib
+import importlib
 import os
 import re
 import time
@@ -23,14 +24,20 @@ class RowOutput(Protocol):
     def close(self) -> None: ...
 
 
+_MODULES = {"tensorboard": "torch.utils.tensorboard", "wandb": "wandb", "mlflow": "mlflow"}
+
+
 def check_outputs(names: Any) -> tuple[str, ...]:
-    """``names`` (a list, or one comma-separated string) checked against ``LOG_OUTPUTS``."""
+    """``names`` (a list, or one comma-separated string) checked against ``LOG_OUTPUTS``,
+    each output's library imported (an ImportError naming the extra, before any work)."""
     if isinstance(names, str):
         names = [n for n in names.split(",") if n.strip()]
     names = tuple(str(n).strip() for n in names or ())
     unknown = [n for n in names if n not in LOG_OUTPUTS]
     if unknown:
         raise ValueError(f"log_to: unknown output {unknown[0]!r}; there are {LOG_OUTPUTS}")
+    for name in names:
+        _require(_MODULES[name], name)
     return names
 
 
@@ -49,11 +56,11 @@ def open_outputs(
 
 def _require(module: str, extra: str) -> Any:
     try:
-        return __import__(module)
+        return importlib.import_module(module)
     except ImportError as error:
         raise ImportError(
-            f"log_to {extra!r} needs {module}: pip install 'rl-runners[{extra}]' (or "
-            f"'rl-suite[{extra}]')"
+            f"log_to {extra!r} needs {error.name or module}: pip install "
+            f"'rl-runners[{extra}]' (or 'rl-suite[{extra}]')"
         ) from error
 
 

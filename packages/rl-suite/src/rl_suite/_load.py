@@ -40,7 +40,7 @@ def load(path: str | Path, device: str | torch.device = "cpu") -> TrainedAgent:
     agent.initialize(spaces)
     load_weights(agent, saved, checkpoint_path, run_dir)
     device = torch.device(device)
-    agent.to_device(device.index or 0 if device.type == "cuda" else None)
+    agent.to_device((device.index or 0) if device.type == "cuda" else None)
     return TrainedAgent(agent, config, spaces, checkpoint_path, device)
 
 
