@@ -25,9 +25,8 @@ class ReturnScaler:
         self.clip = clip
         self.epsilon = epsilon
         self.running_return: torch.Tensor | None = None  # [B], made at the first batch
-        self.var = 1.0
-        self.mean = 0.0
-        self.count = 0.0
+        # (mean, var, count) as float64 tensors where the rewards are: no host read per batch
+        self.moments = torch.tensor([0.0, 1.0, 0.0], dtype=torch.float64)
 
     @torch.no_grad()
     def __call__(self, reward: torch.Tensor, done: torch.Tensor) -> torch.Tensor:
@@ -43,40 +42,37 @@ class ReturnScaler:
             ret = ret * not_done[t]
         self.running_return = ret
         self._update(returns)
-        scale = 1.0 / (self.var + self.epsilon) ** 0.5
+        scale = (self.moments[1] + self.epsilon).rsqrt().to(reward.dtype)
         return (reward * scale).clamp(-self.clip, self.clip)
 
     def _update(self, returns: torch.Tensor) -> None:
         """Fold ``returns`` into the mean and variance (Chan et al.'s parallel update)."""
-        moments = torch.stack([returns.mean(), returns.var(unbiased=False)])
+        batch_mean, batch_var = returns.mean(), returns.var(unbiased=False)
         n = float(returns.numel())
         dist = torch.distributed
         if dist.is_available() and dist.is_initialized():  # equal counts on every process
             world_size = dist.get_world_size()
-            means = moments[0].clone()
-            dist.all_reduce(means)
-            means /= world_size
-            moments[1] += (moments[0] - means) ** 2
-            dist.all_reduce(moments[1:])
-            moments = torch.stack([means, moments[1] / world_size])
+            pooled = batch_mean.clone()
+            dist.all_reduce(pooled)
+            pooled /= world_size
+            spread = batch_var + (batch_mean - pooled) ** 2
+            dist.all_reduce(spread)
+            batch_mean, batch_var = pooled, spread / world_size
             n *= world_size
-        batch_mean, batch_var = moments.tolist()
-        total = self.count + n
-        delta = batch_mean - self.mean
-        m2 = self.var * self.count + batch_var * n + delta**2 * self.count * n / total
-        self.mean += delta * n / total
-        self.var = m2 / total
-        self.count = total
+        moments = self.moments.to(returns.device)
+        mean, var, count = moments.unbind()
+        total = count + n
+        delta = batch_mean - mean
+        m2 = var * count + batch_var * n + delta**2 * count * n / total
+        self.moments = torch.stack([mean + delta * n / total, m2 / total, total])
 
     def state_dict(self) -> dict[str, Any]:
         return {
             "running_return": None if self.running_return is None else self.running_return.clone(),
-            "mean": self.mean,
-            "var": self.var,
-            "count": self.count,
+            "moments": self.moments.clone(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         ret = state["running_return"]
         self.running_return = None if ret is None else torch.as_tensor(ret).clone()
-        self.mean, self.var, self.count = (float(state[k]) for k in ("mean", "var", "count"))
+        self.moments = torch.as_tensor(state["moments"], dtype=torch.float64).clone()
