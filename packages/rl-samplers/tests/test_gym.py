@@ -15,11 +15,13 @@ from rl_samplers import (
     FloatBox,
     GymEnvWrapper,
     GymSpaceWrapper,
+    InfoActionMask,
     IntBox,
     check_env,
     make,
 )
 from rl_samplers._gym import _field_names
+from rl_samplers._spaces import sample_action, stack_values
 
 
 class SpaceEnv(gym.Env):
@@ -369,3 +371,44 @@ def test_make_atari_without_ale_py_says_how_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "ale_py", None)  # makes `import ale_py` fail
     with pytest.raises(ImportError, match=r"pip install rl-samplers\[atari\]"):
         make("ALE/Pong-v5")
+
+
+# ------------------------------------------------------------------ action masks
+
+
+def test_info_action_mask_puts_taxis_mask_into_the_observation():
+    env = InfoActionMask(gym.make("Taxi-v4"))
+    assert set(env.observation_space.spaces) == {"observation", "action_mask"}
+    observation, info = env.reset(seed=0)
+    for _ in range(20):
+        np.testing.assert_array_equal(observation["action_mask"], info["action_mask"])
+        assert observation["action_mask"].dtype == np.int8
+        action = int(np.flatnonzero(observation["action_mask"])[0])
+        observation, _, _, _, info = env.step(action)
+
+
+def test_info_action_mask_refuses_what_it_cannot_mask():
+    with pytest.raises(ValueError, match="Discrete action space"):
+        InfoActionMask(gym.make("Pendulum-v1"))
+    env = InfoActionMask(gym.make("CartPole-v1"))
+    with pytest.raises(KeyError, match="no 'action_mask'"):
+        env.reset(seed=0)
+
+
+def test_random_actions_respect_an_observation_mask():
+    env = GymEnvWrapper(InfoActionMask(gym.make("Taxi-v4")))
+    env.action_space.seed(0)
+    observation = env.reset()
+    for _ in range(200):
+        action = sample_action(env.action_space, observation)
+        assert observation.action_mask[int(action)] == 1
+        observation = env.step(action).observation
+        if observation.action_mask.sum() == 0:
+            observation = env.reset()
+
+
+def test_stack_values_stacks_dict_observations_field_by_field():
+    env = GymEnvWrapper(InfoActionMask(gym.make("Taxi-v4")))
+    stacked = stack_values([env.reset() for _ in range(3)])
+    assert type(stacked) is type(env.reset())
+    assert stacked.action_mask.shape == (3, 6) and stacked.observation.shape == (3,)

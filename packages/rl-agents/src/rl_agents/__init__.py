@@ -9,6 +9,7 @@ Depends on rl-arrays and torch only.
 
 from importlib.metadata import version
 
+from ._action_mask import MASK_FIELD, ActionMaskedModel, model_env_spaces
 from ._asymmetric_pg import (
     ActorCriticRnnState,
     AsymmetricCategoricalPgAgent,
@@ -19,6 +20,13 @@ from ._asymmetric_pg import (
     AsymmetricRecurrentGaussianPgAgent,
 )
 from ._base_agent import AlternatingRecurrentAgentMixin, BaseAgent, RecurrentAgentMixin
+from ._dict_models import (
+    DictDqnModel,
+    DictFfModel,
+    ObservationEncoder,
+    dict_categorical_model_kwargs,
+    dict_gaussian_model_kwargs,
+)
 from ._distributions import (
     Categorical,
     CategoricalEpsilonGreedy,
@@ -37,6 +45,7 @@ from ._dqn_agents import (
     AtariDqnAgent,
     AtariR2d1Agent,
     CatDqnAgent,
+    DictDqnAgent,
     DqnAgent,
     EpsilonGreedyAgentMixin,
     R2d1Agent,
@@ -78,6 +87,8 @@ from ._pg_agents import (
     CategoricalFfAgent,
     CategoricalLstmAgent,
     CategoricalPgAgent,
+    DictCategoricalFfAgent,
+    DictGaussianFfAgent,
     GaussianPgAgent,
     MujocoFfAgent,
     MujocoLstmAgent,
@@ -103,6 +114,8 @@ from ._weights import load_weights
 __version__ = version("rl-agents")
 
 __all__ = [
+    "MASK_FIELD",
+    "ActionMaskedModel",
     "ActorCriticRnnState",
     "AgentInfo",
     "AgentInfoCatDqn",
@@ -146,6 +159,11 @@ __all__ = [
     "Conv2dHeadModel",
     "Conv2dModel",
     "DdpgAgent",
+    "DictCategoricalFfAgent",
+    "DictDqnAgent",
+    "DictDqnModel",
+    "DictFfModel",
+    "DictGaussianFfAgent",
     "DiscreteMixin",
     "DistInfo",
     "DistInfoStd",
@@ -167,6 +185,7 @@ __all__ = [
     "MujocoLstmAgent",
     "MujocoLstmModel",
     "MujocoMixin",
+    "ObservationEncoder",
     "PgAgent",
     "PiMlpModel",
     "QofMuMlpModel",
@@ -189,8 +208,11 @@ __all__ = [
     "VectorDqnAgent",
     "VectorR2d1Agent",
     "conv2d_output_shape",
+    "dict_categorical_model_kwargs",
+    "dict_gaussian_model_kwargs",
     "export_policy",
     "load_weights",
+    "model_env_spaces",
     "scale_grad",
     "strip_ddp_state_dict",
     "update_state_dict",

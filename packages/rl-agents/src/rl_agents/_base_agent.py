@@ -19,6 +19,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from rl_arrays import EnvSpaces, buffer_func, buffer_method, buffer_to
 
+from ._action_mask import MASK_FIELD, ActionMaskedModel, is_action_masked, model_env_spaces
 from ._distributions import DiscreteMixin, Distribution
 from ._model_utils import set_training_mode, strip_ddp_state_dict
 
@@ -83,6 +84,10 @@ class BaseAgent(abc.ABC):
     recurrent = False
     alternating = False
     onehot_prev_action = False  # whether the model gets the previous action one-hot encoded
+    # How an observation's action mask applies to the model's first output (see
+    # ``ActionMaskedModel``); None: this agent cannot mask actions.
+    mask_kind: str | None = None
+    action_masked = False  # whether the observations carry an action mask (initialize)
 
     def __init__(
         self,
@@ -140,7 +145,13 @@ class BaseAgent(abc.ABC):
         if self.ModelCls is None:
             raise ValueError(f"{type(self).__name__} needs a ModelCls")
         self.env_spaces = env_spaces
-        self.env_model_kwargs = self.make_env_to_model_kwargs(env_spaces)
+        self.action_masked = is_action_masked(env_spaces)
+        if self.action_masked and self.mask_kind is None:
+            raise ValueError(
+                f"{type(self).__name__} cannot mask actions, but the observation has an "
+                f"{MASK_FIELD!r}: the categorical policy-gradient agents and DqnAgent can"
+            )
+        self.env_model_kwargs = self.make_env_to_model_kwargs(model_env_spaces(env_spaces))
         clash = sorted(self.env_model_kwargs.keys() & self.model_kwargs.keys())
         if clash:
             raise ValueError(
@@ -161,7 +172,11 @@ class BaseAgent(abc.ABC):
     def _make_model(self) -> torch.nn.Module:
         if self.ModelCls is None:
             raise ValueError(f"{type(self).__name__} needs a ModelCls")
-        return self.ModelCls(**self.env_model_kwargs, **self.model_kwargs)
+        model = self.ModelCls(**self.env_model_kwargs, **self.model_kwargs)
+        if self.action_masked:
+            assert self.mask_kind is not None  # (initialize checked it)
+            return ActionMaskedModel(model, self.mask_kind)
+        return model
 
     def _require_model(self) -> torch.nn.Module:
         if self.model is None:

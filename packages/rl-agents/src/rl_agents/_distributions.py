@@ -357,7 +357,10 @@ class EpsilonGreedy(DiscreteMixin, Distribution):
         self._epsilon = epsilon
         self._epsilon_tensor = values
 
-    def sample(self, q: torch.Tensor) -> torch.Tensor:
+    def sample(self, q: torch.Tensor, valid: torch.Tensor | None = None) -> torch.Tensor:
+        """The greedy action, or with probability epsilon a uniformly random one (among the
+        ``valid`` ones [..., dim] when given: an action mask, of which q must have been
+        masked too)."""
         greedy = torch.argmax(q, dim=-1)
         epsilon = self._epsilon_tensor.to(q.device)
         if epsilon.ndim == 1 and (greedy.ndim == 0 or greedy.shape[-1] != epsilon.shape[0]):
@@ -366,7 +369,12 @@ class EpsilonGreedy(DiscreteMixin, Distribution):
                 f"[B, dim] or [T, B, dim] with B = {epsilon.shape[0]}, got {tuple(q.shape)}"
             )
         explore = torch.rand(greedy.shape, device=q.device) < epsilon
-        random = torch.randint(0, q.shape[-1], greedy.shape, device=q.device)
+        if valid is None:
+            random = torch.randint(0, q.shape[-1], greedy.shape, device=q.device)
+        else:  # (an all-false row draws uniformly from all: multinomial needs a weight)
+            weights = valid.reshape(-1, q.shape[-1]).to(torch.float32)
+            weights = torch.where(weights.sum(-1, keepdim=True) > 0, weights, 1.0)
+            random = torch.multinomial(weights, 1).reshape(greedy.shape)
         return torch.where(explore, random, greedy).to(self.dtype)
 
 

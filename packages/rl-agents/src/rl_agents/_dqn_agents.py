@@ -14,7 +14,9 @@ import torch.nn.functional as F
 
 from rl_arrays import AgentStep, EnvSpaces, as_count, buffer_to, namedarraytuple
 
+from ._action_mask import action_mask_of
 from ._base_agent import BaseAgent, ModelFactory
+from ._dict_models import DictDqnModel, dict_categorical_model_kwargs
 from ._distributions import CategoricalEpsilonGreedy, EpsilonGreedy
 from ._dqn_models import (
     AtariCatDqnModel,
@@ -36,6 +38,7 @@ __all__ = [
     "AtariDqnAgent",
     "AtariR2d1Agent",
     "CatDqnAgent",
+    "DictDqnAgent",
     "DqnAgent",
     "EpsilonGreedyAgentMixin",
     "R2d1Agent",
@@ -107,6 +110,7 @@ class DqnAgent(BaseAgent):
     """
 
     distribution: EpsilonGreedy  # (None until initialize())
+    mask_kind: str | None = "q"
 
     def __init__(
         self,
@@ -264,7 +268,8 @@ class DqnAgent(BaseAgent):
         ``output_device``."""
         inputs = self._model_inputs(observation, prev_action, prev_reward)
         q = self._q_output(self._require_model()(*inputs))
-        action = self.distribution.sample(q)
+        valid = action_mask_of(inputs[0]) if self.action_masked else None
+        action = self.distribution.sample(q, valid)
         return buffer_to(
             AgentStep(action=action, agent_info=self._agent_info(q)), device=self.output_device
         )
@@ -318,6 +323,7 @@ class CatDqnAgent(DqnAgent):
     """
 
     distribution: CategoricalEpsilonGreedy  # (None until initialize())
+    mask_kind = None  # (a mask over return distributions: not built)
 
     def __init__(self, *args: Any, n_atoms: int | None = None, **kwargs: Any):
         super().__init__(*args, **kwargs)
@@ -363,6 +369,7 @@ class R2d1Agent(DqnAgent):
     state between steps."""
 
     recurrent = True
+    mask_kind = None  # (action masking is built for the feed-forward DQN agents)
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
@@ -403,6 +410,14 @@ class R2d1Agent(DqnAgent):
         stored = self._step_rnn_state(prev_rnn_state, rnn_state, inputs[2].ndim == 0)
         agent_info = AgentInfoR2d1(q=q, prev_rnn_state=stored)
         return buffer_to(AgentStep(action=action, agent_info=agent_info), self.output_device)
+
+
+class DictDqnAgent(DqnAgent):
+    """``DqnAgent`` with a ``DictDqnModel`` of composite (gymnasium ``Dict``) observations
+    (kwargs: ``dict_categorical_model_kwargs``)."""
+
+    def __init__(self, ModelCls: ModelFactory = DictDqnModel, **kwargs: Any):
+        super().__init__(ModelCls, env_to_model_kwargs=dict_categorical_model_kwargs, **kwargs)
 
 
 # rlpyt's names: the epsilon-greedy mixin is part of DqnAgent, and rlpyt's R2D1 agent

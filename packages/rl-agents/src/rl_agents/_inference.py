@@ -116,6 +116,13 @@ def _first(outputs: torch.Tensor | Sequence[torch.Tensor]) -> torch.Tensor:
     return outputs if isinstance(outputs, torch.Tensor) else outputs[0]
 
 
+def _first_leaf(observation: Any) -> torch.Tensor:
+    """The observation, or the first tensor of a namedarraytuple of them (Dict observations)."""
+    while not isinstance(observation, torch.Tensor):
+        observation = getattr(observation, observation._fields[0])
+    return observation
+
+
 class _ModelCore(torch.nn.Module):
     """A feed-forward agent model as ``observation [B, ...] -> action [B, ...]``. The
     model also takes the previous action and reward, which feed-forward models do not read:
@@ -135,8 +142,8 @@ class _ModelCore(torch.nn.Module):
         self.action_dtype = action_dtype
 
     def forward(self, observation: torch.Tensor) -> torch.Tensor:
-        batch = observation.shape[0]
-        device = observation.device
+        leaf = _first_leaf(observation)  # (a Dict observation: its first field)
+        batch, device = leaf.shape[0], leaf.device
         prev_action = torch.zeros(
             [batch, *self.action_shape], dtype=self.action_dtype, device=device
         )
@@ -227,6 +234,7 @@ class InferencePolicy(torch.nn.Module):
 
     __jit_ignored_attributes__ = ["observation_dtype"]  # noqa: RUF012 (TorchScript reads a list)
     observation_shape: list[int]
+    dict_observation = False  # (True: it takes Dict observations, and cannot be exported)
 
     def __init__(
         self,
@@ -517,8 +525,18 @@ def agent_inference_policy(
     action_spec = _action_spec(agent, env_spaces)
     action_shape, action_dtype, onehot = action_spec
     encoder = _PrevActionEncoder(onehot)
-    observation_shape, observation_dtype = _observation_spec(env_spaces.observation, actor_only)
     recurrent = bool(getattr(agent, "recurrent", False))
+    composite = hasattr(env_spaces.observation, "names") and not actor_only
+    if composite:  # (Dict observations, or an action mask: a Python policy, not exportable)
+        if recurrent:
+            raise ValueError(
+                f"{type(agent).__name__}: no inference policy for a recurrent agent of Dict "
+                "observations (or of an action mask); act with agent.step in eval mode"
+            )
+        observation_shape: tuple[int, ...] = ()
+        observation_dtype = torch.float32
+    else:
+        observation_shape, observation_dtype = _observation_spec(env_spaces.observation, actor_only)
     if actor_only:
         # The asymmetric model one-hot encodes integer actions itself: so does its actor here.
         if onehot == 0 and not action_dtype.is_floating_point:
@@ -535,7 +553,9 @@ def agent_inference_policy(
         model = _frozen_copy(model, device)
         if not recurrent:
             core = _ModelCore(model, select, encoder, action_shape, action_dtype)
-            return InferencePolicy(core, observation_shape, observation_dtype)
+            policy = InferencePolicy(core, observation_shape, observation_dtype)
+            policy.dict_observation = composite
+            return policy
         recurrent_core = _RecurrentModelCore(model, select, encoder)
         num_layers, hidden_size, state_dtype = _probe_state(
             recurrent_core, observation_shape, action_spec, device
@@ -708,6 +728,11 @@ def export_policy(
     if format == "onnx":
         _require_onnx()
     policy = _policy_of(agent_or_policy)
+    if getattr(policy, "dict_observation", False):
+        raise ValueError(
+            "export_policy: a policy of Dict observations (or of an action mask) cannot be "
+            "exported: TorchScript and ONNX graphs here take one observation tensor"
+        )
     path = Path(path)
     if not path.parent.is_dir():
         raise FileNotFoundError(f"the folder of {str(path)!r} does not exist")

@@ -11,6 +11,7 @@ import torch
 from rl_arrays import AgentStep, EnvSpaces, buffer_to, namedarraytuple
 
 from ._base_agent import BaseAgent, ModelFactory
+from ._dict_models import DictFfModel, dict_categorical_model_kwargs, dict_gaussian_model_kwargs
 from ._distributions import Categorical, DistInfo, DistInfoStd, Gaussian
 from ._inference import agent_inference_policy
 from ._model_kwargs import (
@@ -41,6 +42,8 @@ __all__ = [
     "CategoricalFfAgent",
     "CategoricalLstmAgent",
     "CategoricalPgAgent",
+    "DictCategoricalFfAgent",
+    "DictGaussianFfAgent",
     "GaussianPgAgent",
     "MujocoFfAgent",
     "MujocoLstmAgent",
@@ -102,6 +105,7 @@ class PgAgent(BaseAgent):
         self.policy = policy
         self.deterministic_eval = bool(deterministic_eval)
         self.onehot_prev_action = bool(onehot_prev_action) and policy == "categorical"
+        self.mask_kind = "probs" if policy == "categorical" else None
         if recurrent:
             self.keep_rnn_state(alternating)
 
@@ -303,3 +307,18 @@ class CategoricalLstmAgent(RecurrentCategoricalPgAgent):
         super().__init__(
             ModelCls, env_to_model_kwargs=vector_model_kwargs, onehot_prev_action=False, **kwargs
         )
+
+
+class DictCategoricalFfAgent(CategoricalPgAgent):
+    """``CategoricalPgAgent`` with a ``DictFfModel`` of composite (gymnasium ``Dict``)
+    observations (kwargs: ``dict_categorical_model_kwargs``)."""
+
+    def __init__(self, ModelCls: ModelFactory = DictFfModel, **kwargs: Any):
+        super().__init__(ModelCls, env_to_model_kwargs=dict_categorical_model_kwargs, **kwargs)
+
+
+class DictGaussianFfAgent(GaussianPgAgent):
+    """``GaussianPgAgent`` with a ``DictFfModel`` (kwargs: ``dict_gaussian_model_kwargs``)."""
+
+    def __init__(self, ModelCls: ModelFactory = DictFfModel, **kwargs: Any):
+        super().__init__(ModelCls, env_to_model_kwargs=dict_gaussian_model_kwargs, **kwargs)

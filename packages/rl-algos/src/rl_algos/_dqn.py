@@ -230,7 +230,9 @@ class DQN(ReplayAlgo[QAgentLike]):
         several frames (rlpyt's Atari DQN), unless time limits need their own buffer or the
         replay is on a device (``replay_device``: whole observations)."""
         if self.frame_buffer is None:
-            obs = np.asarray(example.observation)
+            obs = example.observation
+            composite = isinstance(obs, tuple)  # (a Dict observation: stored field by field)
+            obs = np.zeros(0) if composite else np.asarray(obs)
             stacked = obs.dtype == np.uint8 and obs.ndim == 3 and obs.shape[0] > 1
             host = self.replay_device is None
             self.frame_buffer = stacked and host and not self.bootstrap_timelimit

@@ -45,7 +45,7 @@ from ._gpu import (
     GpuWaitResetCollector,
     NoOverlapAlternatingSampler,
 )
-from ._gym import EnvInfoWrapper, GymEnvWrapper, GymSpaceWrapper, make
+from ._gym import EnvInfoWrapper, GymEnvWrapper, GymSpaceWrapper, InfoActionMask, make
 from ._parallel import CpuSampler, ParallelSamplerBase
 from ._rsl_rl import RslRlVecEnvAdapter
 from ._serial import SerialSampler
@@ -96,6 +96,7 @@ __all__ = [
     "GpuWaitResetCollector",
     "GymEnvWrapper",
     "GymSpaceWrapper",
+    "InfoActionMask",
     "IntBox",
     "NoOverlapAlternatingSampler",
     "ParallelSamplerBase",

@@ -35,7 +35,7 @@ from rl_arrays import (
 from ._agent import SamplerAgent
 from ._base import BaseSampler
 from ._gym import GymSpaceWrapper
-from ._spaces import Composite, Space
+from ._spaces import Composite, Space, stack_values
 from ._traj_info import TrajInfo
 
 if TYPE_CHECKING:
@@ -491,7 +491,7 @@ class BatchedSampler(BaseSampler):
         self.prev_reward = torch.zeros(B, device=self.device)
         n = int(rng.integers(self.max_decorrelation_steps + 1))
         for _ in range(n):
-            action = torchify_buffer(_stack([self.action_space.sample() for _ in range(B)]))
+            action = torchify_buffer(stack_values([self.action_space.sample() for _ in range(B)]))
             *_, traj_done = self._step(self._on_device(action))
             self._end_trajectories(traj_done)
         self.agent.reset()
@@ -637,11 +637,3 @@ class BatchTrajInfos(Sequence[TrajInfo]):
         for name, value in zip(self._fields, sums, strict=True):
             info[name] = value
         return info.terminate(None)
-
-
-def _stack(values: list[Any]) -> Any:
-    """Stack a list of (possibly namedarraytuple) values along a new leading dim."""
-    first = values[0]
-    if is_namedarraytuple(first):
-        return type(first)(*(_stack([v[i] for v in values]) for i in range(len(first))))
-    return np.stack(values)

@@ -19,6 +19,7 @@ from rl_arrays import AgentInputs, EnvStep, numpify_buffer, torchify_buffer
 
 from ._agent import SamplerAgent
 from ._env import Env
+from ._spaces import sample_action, stack_values
 from ._traj_info import TrajInfo
 
 __all__ = [
@@ -43,14 +44,14 @@ def reset_envs(
     """Reset every env; return the first ``AgentInputs`` and fresh trajectory infos.  With
     ``rngs``, env ``b`` then takes ``rngs[b].integers(max_decorrelation_steps + 1)`` random
     steps, so the envs of one batch are not in lockstep."""
-    observation = np.stack([env.reset() for env in envs])
+    observation = stack_values([env.reset() for env in envs])
     prev_action = np.stack([null_action] * len(envs))
     prev_reward = np.zeros(len(envs), np.float32)
     traj_infos = [TrajInfoCls() for _ in envs]
     for b, env in enumerate(envs):
         n_steps = 0 if rngs is None else int(rngs[b].integers(max_decorrelation_steps + 1))
         for _ in range(n_steps):
-            action = env.action_space.sample()
+            action = sample_action(env.action_space, observation[b])
             o, r, d, env_info = env.step(action)
             traj_infos[b].step(observation[b], action, r, d, None, env_info)
             if getattr(env_info, "traj_done", d):

@@ -340,6 +340,54 @@ class EnvInfoWrapper(gymnasium.Wrapper):
         return observation, reward, terminated, truncated, info
 
 
+class InfoActionMask(gymnasium.Wrapper):
+    """Moves the action mask an environment gives in its info (``info[key]``: gymnasium's
+    Taxi and others) into the observation, as PettingZoo's environments give theirs: a
+    ``Dict`` observation with ``"action_mask"`` (``MultiBinary(n)``, 1 = allowed) beside the
+    environment's own (its keys when it is a ``Dict``, else ``"observation"``). Agents that
+    find it there mask their actions (see ``rl_agents.ActionMaskedModel``)."""
+
+    def __init__(self, env: gymnasium.Env[Any, Any], key: str = "action_mask"):
+        super().__init__(env)
+        n = getattr(env.action_space, "n", None)
+        if not isinstance(env.action_space, gym_spaces.Discrete) or n is None:
+            raise ValueError(
+                f"an action mask needs a Discrete action space, got {env.action_space}"
+            )
+        self.key = key
+        self._n = int(n)
+        space = env.observation_space
+        inner = dict(space.spaces) if isinstance(space, gym_spaces.Dict) else {"observation": space}
+        if "action_mask" in inner:
+            raise ValueError("the observation already has an 'action_mask'")
+        self.observation_space = gym_spaces.Dict(
+            {**inner, "action_mask": gym_spaces.MultiBinary(self._n)}
+        )
+
+    def _observation(self, observation: Any, info: Mapping[str, Any]) -> dict[str, Any]:
+        if self.key not in info:
+            raise KeyError(
+                f"InfoActionMask: the environment's info has no {self.key!r} (keys: {sorted(info)})"
+            )
+        mask = np.asarray(info[self.key], dtype=np.int8).reshape(-1)
+        if mask.shape != (self._n,):
+            raise ValueError(
+                f"InfoActionMask: info[{self.key!r}] has {mask.size} entries for {self._n} actions"
+            )
+        inner = (
+            dict(observation) if isinstance(observation, Mapping) else {"observation": observation}
+        )
+        return {**inner, "action_mask": mask}
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        observation, info = self.env.reset(**kwargs)
+        return self._observation(observation, info), info
+
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        observation, reward, terminated, truncated, info = self.env.step(action)
+        return self._observation(observation, info), reward, terminated, truncated, info
+
+
 def _register_atari() -> None:
     try:
         import ale_py

@@ -22,6 +22,7 @@ from rl_arrays import (
 
 from ._agent import SamplerAgent
 from ._env import Env
+from ._spaces import sample_action
 
 __all__ = ["build_samples_buffer", "get_example_outputs"]
 
@@ -30,7 +31,7 @@ def get_example_outputs(agent: SamplerAgent, env: Env) -> dict[str, Any]:
     """One step of ``env`` and ``agent``, to learn every field's shape and dtype."""
     observation = env.reset()
     action = env.action_space.null_value()
-    step = env.step(env.action_space.sample())
+    step = env.step(sample_action(env.action_space, observation))
     reward = np.asarray(step.reward, np.float32)
     agent.reset()
     inputs = torchify_buffer(AgentInputs(observation, action, reward))

@@ -13,6 +13,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from rl_arrays import is_namedarraytuple
+
 __all__ = ["Composite", "FloatBox", "IntBox", "Space"]
 
 
@@ -177,3 +179,24 @@ class Composite(Space):
     def __repr__(self) -> str:
         inner = ", ".join(f"{n}={s!r}" for n, s in zip(self.names, self._spaces, strict=True))
         return f"Composite({inner})"
+
+
+def sample_action(space: Space, observation: Any) -> Any:
+    """A random action of ``space``; among those the observation's ``action_mask`` allows,
+    when it has one (an environment that raises on a forbidden action must never get one)."""
+    mask = getattr(observation, "action_mask", None)
+    allowed = None if mask is None else np.flatnonzero(np.asarray(mask))
+    if allowed is None or allowed.size == 0:
+        return space.sample()
+    rng = getattr(space, "rng", None) or np.random.default_rng()
+    return np.asarray(rng.choice(allowed), dtype=getattr(space, "dtype", None))
+
+
+def stack_values(values: list[Any]) -> Any:
+    """Values of a space (arrays, or namedarraytuples of them: a ``Composite``'s) stacked
+    along a new leading dim, field by field."""
+    first = values[0]
+    if is_namedarraytuple(first):
+        fields = zip(*values, strict=True)  # (iterating one yields its fields)
+        return type(first)(*(stack_values(list(f)) for f in fields))
+    return np.stack(values)

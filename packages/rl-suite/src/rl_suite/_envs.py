@@ -25,6 +25,7 @@ from rl_samplers import (
     BatchEnv,
     GymEnvWrapper,
     GymSpaceWrapper,
+    InfoActionMask,
     TorchCartPole,
     TorchPendulum,
     make,
@@ -100,6 +101,7 @@ def make_env(
     id: str,
     observation_indices: list[int] | None = None,
     clip_action: bool = False,
+    action_mask_from_info: bool = False,
     video_dir: str | None = None,
     video_episodes: int | None = None,
     **kwargs: Any,
@@ -109,12 +111,14 @@ def make_env(
     ``clip_action`` clips actions into the Box action space before the environment sees them
     (as SB3 does for a Gaussian policy; the agent learns from the action it drew);
     ``video_dir`` records each of the first ``video_episodes`` episodes (all when None) into
-    an MP4 file there (gymnasium's ``RecordVideo``: ``pip install 'rl-suite[video]'``)."""
+    an MP4 file there (gymnasium's ``RecordVideo``: ``pip install 'rl-suite[video]'``);
+    ``action_mask_from_info`` moves ``info["action_mask"]`` into a ``Dict`` observation,
+    where agents mask their actions with it (``InfoActionMask``)."""
     if is_atari(id):
-        if observation_indices is not None or clip_action or video_dir is not None:
+        if any((observation_indices is not None, clip_action, action_mask_from_info, video_dir)):
             raise ValueError(
-                "observation_indices, clip_action and video recording apply to gymnasium "
-                "environments only, not to Atari (AtariEnv)"
+                "observation_indices, clip_action, action_mask_from_info and video recording "
+                "apply to gymnasium environments only, not to Atari (AtariEnv)"
             )
         return AtariEnv(game=atari_game(id), **kwargs)
     if video_dir is not None:
@@ -127,6 +131,8 @@ def make_env(
         inner = _KeepIndices(inner, list(observation_indices))
     if clip_action:
         inner = _ClipAction(inner)
+    if action_mask_from_info:
+        inner = InfoActionMask(inner)
     if video_dir is not None:
         inner = _recorded(inner, video_dir, video_episodes)
     return env if inner is env.env else GymEnvWrapper(inner)

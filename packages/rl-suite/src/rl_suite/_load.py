@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from rl_arrays import buffer_to
+from rl_arrays import buffer_method, buffer_to, torchify_buffer
 
 from ._envs import make_env
 from ._trainer import (
@@ -99,7 +100,7 @@ class TrainedAgent:
                 "episodes with episode_start"
             )
         obs, single = self._as_batch(observation)
-        batch = obs.shape[0]
+        batch = int(next(iter(obs)).shape[0]) if hasattr(obs, "_fields") else obs.shape[0]
         self._track_episodes(batch, episode_start)
         reward = torch.zeros(batch, device=self.device)
         if prev_reward is not None:
@@ -114,7 +115,9 @@ class TrainedAgent:
         action = buffer_to(action, "cpu").numpy()
         return (action[0] if single else action), None
 
-    def _as_batch(self, observation: Any) -> tuple[torch.Tensor, bool]:
+    def _as_batch(self, observation: Any) -> tuple[Any, bool]:
+        if hasattr(self.observation_space, "names"):
+            return self._as_dict_batch(observation)
         shape = tuple(self.observation_space.shape)
         obs = torch.as_tensor(np.asarray(observation), device=self.device)
         if tuple(obs.shape) == shape:
@@ -125,6 +128,24 @@ class TrainedAgent:
             f"observation of shape {tuple(obs.shape)}: {self.env_id} gives {shape} (or a "
             f"batch [B, {', '.join(map(str, shape))}])"
         )
+
+    def _as_dict_batch(self, observation: Any) -> tuple[Any, bool]:
+        """A gymnasium ``Dict`` observation (one, or a batch: every value ``[B, ...]``) as
+        the namedarraytuple of tensors the agent takes, with a leading batch dim."""
+        keys = [str(k) for k in getattr(self.observation_space.gym_space, "spaces", {})]
+        if not isinstance(observation, Mapping) or set(observation) != set(keys):
+            got = sorted(observation) if isinstance(observation, Mapping) else type(observation)
+            raise ValueError(f"{self.env_id} gives Dict observations with keys {keys}, got {got}")
+        value = torchify_buffer(self.observation_space.convert(observation))
+        first, shape = next(iter(value)), tuple(next(iter(self.observation_space.shape)))
+        single = tuple(first.shape) == shape
+        if not single and tuple(first.shape[1:]) != shape:
+            raise ValueError(
+                f"observation[{keys[0]!r}] of shape {tuple(first.shape)}: {self.env_id} gives "
+                f"{shape} (or a batch [B, {', '.join(map(str, shape))}])"
+            )
+        value = buffer_to(value, self.device)
+        return (buffer_method(value, "unsqueeze", 0) if single else value), single
 
     def _track_episodes(self, batch: int, episode_start: Any) -> None:
         """Restart the recurrent state of the observations ``episode_start`` marks (all of

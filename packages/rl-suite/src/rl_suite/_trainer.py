@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from rl_agents import (
@@ -37,6 +38,9 @@ from rl_agents import (
     CategoricalFfAgent,
     CategoricalLstmAgent,
     DdpgAgent,
+    DictCategoricalFfAgent,
+    DictDqnAgent,
+    DictGaussianFfAgent,
     MujocoFfAgent,
     MujocoLstmAgent,
     SacAgent,
@@ -44,6 +48,7 @@ from rl_agents import (
     VectorCatDqnAgent,
     VectorDqnAgent,
     VectorR2d1Agent,
+    model_env_spaces,
 )
 from rl_algos import A2C, DDPG, DQN, PPO, R2D1, SAC, TD3, CategoricalDQN
 from rl_arrays import as_count, check_memory
@@ -203,7 +208,15 @@ def agent_class(config: dict[str, Any], spaces: Any) -> type:
         if kind == "continuous":
             return AsymmetricRecurrentGaussianPgAgent if recurrent else AsymmetricGaussianPgAgent
         return AsymmetricRecurrentCategoricalPgAgent if recurrent else AsymmetricCategoricalPgAgent
-    ndim = len(spaces.observation.shape)
+    model_spaces = model_env_spaces(spaces)  # (without an action mask)
+    if model_spaces is not spaces and algo not in ("dqn", *ON_POLICY):
+        raise ValueError(
+            f"{config['env']}'s observations carry an action mask: ppo, a2c and dqn mask "
+            f"actions, {algo} does not"
+        )
+    if hasattr(model_spaces.observation, "names"):  # a Dict observation of several fields
+        return _dict_agent_class(config, kind)
+    ndim = len(model_spaces.observation.shape)
     if algo in QPG_AGENTS:
         if ndim != 1 or recurrent:
             raise ValueError(
@@ -221,9 +234,27 @@ def agent_class(config: dict[str, Any], spaces: Any) -> type:
     if ndim == 1 and kind == "continuous":
         return MujocoLstmAgent if recurrent else MujocoFfAgent
     raise ValueError(
-        f"no agent for {config['env']}: observations of shape {spaces.observation.shape} with "
+        f"no agent for {config['env']}: observations of shape {model_spaces.observation.shape} with "
         f"{kind} actions (the trainer has agents for vector or [C, H, W] image observations)"
     )
+
+
+def _dict_agent_class(config: dict[str, Any], kind: str | None) -> type:
+    """The agent of a ``Dict`` observation: one encoder per field (``DictFfModel``)."""
+    algo = config["algo"]
+    if config["agent"]["recurrent"] or algo not in ("dqn", *ON_POLICY):
+        raise ValueError(
+            f"{config['env']} gives Dict observations: ppo, a2c and dqn have feed-forward "
+            f"agents for them; {algo} with agent.recurrent={config['agent']['recurrent']} has none"
+        )
+    if config["algo_kwargs"].get("clip_grad_separately"):
+        raise ValueError(
+            "algo_kwargs.clip_grad_separately: the Dict agents clip the policy's and the "
+            "value's gradients together; set it to False"
+        )
+    if algo == "dqn":
+        return DictDqnAgent
+    return DictGaussianFfAgent if kind == "continuous" else DictCategoricalFfAgent
 
 
 def make_agent(config: dict[str, Any], spaces: Any, deterministic_eval: bool) -> Any:
@@ -255,7 +286,7 @@ def make_agent(config: dict[str, Any], spaces: Any, deterministic_eval: bool) ->
 def _check_model(agent: Any, spaces: Any) -> None:
     """Build the agent's model once (torch's random state kept): a model setting it refuses
     fails here, named, not once the sampler has started."""
-    env_kwargs = agent.make_env_to_model_kwargs(spaces)
+    env_kwargs = agent.make_env_to_model_kwargs(model_env_spaces(spaces))
     try:
         with torch.random.fork_rng(devices=[]):
             agent.ModelCls(**env_kwargs, **agent.model_kwargs)
@@ -274,9 +305,12 @@ def _check_replay_memory(algo: Any, spaces: Any) -> None:
     if size is None or getattr(algo, "replay_device", None) is not None:
         return
     observation, action = spaces.observation.null_value(), spaces.action.null_value()
-    frame = observation[0] if observation.ndim == 3 else observation
+    if hasattr(observation, "_fields"):  # a Dict observation: all its fields
+        observation_bytes = sum(np.asarray(field).nbytes for field in observation)
+    else:
+        observation_bytes = (observation[0] if observation.ndim == 3 else observation).nbytes
     hint = "counting its observations and actions alone"
-    check_memory("algo_kwargs.replay_size", size, frame.nbytes + action.nbytes, hint)
+    check_memory("algo_kwargs.replay_size", size, observation_bytes + action.nbytes, hint)
 
 
 def _construct(cls: type, what: str, kwargs: dict[str, Any]) -> Any:
