@@ -15,8 +15,10 @@ import os
 import re
 import shutil
 import sys
+import tarfile
 import time
 import tomllib
+import zipfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -58,8 +60,33 @@ TEST_SPECS = [
 EXACT_INSTALLS = {"rl-arrays": {"rl-arrays", "numpy"}}
 INSTALLER = {"pip", "setuptools", "wheel"}
 
-nox.options.sessions = ["lint", "tests", "integration", "ray", "benchmarks"]
+nox.options.sessions = ["lint", "build", "tests", "integration", "ray", "benchmarks"]
 nox.options.reuse_venv = "no"
+
+# `build`'s distributions: an sdist and a wheel of every package.
+DIST = ROOT / "dist"
+DIST_TOOLS = ["build", "twine", "check-wheel-contents"]
+# What the READMEs tell users to install, each installed by `build` from dist/ into a fresh
+# environment, with the smoke test it must pass there: a README's first example of the library
+# (a path), or code of its own.
+ATARI_SMOKE = """
+from rl_samplers import AtariEnv, make
+env = AtariEnv(game="pong")
+env.reset()
+assert env.step(0).observation.shape == env.observation_space.shape
+make("CartPole-v1").reset()
+"""
+# Our distribution names that another project holds on PyPI (a different `rl-agents`, 0.1.x):
+# pip, given both, may take theirs, so installs from dist/ name our wheel file for these.
+TAKEN_ON_PYPI = {"rl-agents"}
+AUTHOR = "The rl-suite authors"  # (in every package's metadata: how an install is told ours)
+INSTALL_SMOKE = {
+    "rl-arrays": "packages/rl-arrays/README.md",
+    "rl-replay": "packages/rl-replay/README.md",
+    "rl-replay[torch]": "packages/rl-replay/README.md",
+    "rl-samplers[atari]": ATARI_SMOKE,
+    "rl-suite[plot]": "packages/rl-suite/README.md",
+}
 
 # The packages' wheels, one folder per package and digest of its sources: `rl-arrays-<digest>/`.
 WHEELHOUSE = ROOT / ".nox" / "wheelhouse"
@@ -195,12 +222,16 @@ def _install(session: nox.Session, spec: str, *tools: str) -> dict[str, set[str]
     return closure
 
 
-def _check_installed(session: nox.Session, spec: str, closure: dict[str, set[str]]) -> None:
-    """Fail if a sibling or a third-party package declared in the repo, but not by `spec`, got in.
+def _check_installed(
+    session: nox.Session, spec: str, closure: dict[str, set[str]], python: str = "python"
+) -> None:
+    """Fail if a sibling or a third-party package declared in the repo, but not by `spec`, got
+    into the environment of `python`.
 
     Specs listed in EXACT_INSTALLS must bring exactly the distributions named there.
     """
-    listing = session.run("python", "-m", "pip", "list", "--format=json", silent=True, stderr=None)
+    pip_list = [python, "-m", "pip", "list", "--format=json"]
+    listing = session.run(*pip_list, silent=True, stderr=None, external=True)
     installed = {canonicalize_name(d["name"]) for d in json.loads(listing)} - INSTALLER
     session.log(f"installing {spec} brought: {', '.join(sorted(installed))}")
     every = {p.parent.name: None for p in PACKAGES.glob("*/pyproject.toml")}
@@ -319,6 +350,111 @@ def lint(session: nox.Session) -> None:
     session.run("lint-imports", env={"PYTHONPATH": sources})
     session.run("mypy")
     _discard_venv(session)
+
+
+def _build_requires(pyproject: Path) -> list[str]:
+    with open(pyproject, "rb") as f:
+        return tomllib.load(f)["build-system"]["requires"]
+
+
+def _first_python_block(readme: Path) -> str:
+    """The code of the first ```python block of `readme`."""
+    match = re.search(r"^```python\n(.*?)^```$", readme.read_text(), re.DOTALL | re.MULTILINE)
+    if match is None:
+        raise ValueError(f"{readme} has no ```python block")
+    return match.group(1)
+
+
+def _check_distributions(session: nox.Session, files: list[Path]) -> None:
+    """Each package has one sdist and one wheel in `files`, each holding the project's LICENSE."""
+    dists = sorted(p.parent.name for p in PACKAGES.glob("*/pyproject.toml"))
+    license_text = (ROOT / "LICENSE").read_bytes()
+    for dist in dists:
+        ours = [f for f in files if f.name.startswith(f"{dist.replace('-', '_')}-")]
+        (wheel,) = [f for f in ours if f.suffix == ".whl"]
+        (sdist,) = [f for f in ours if f.name.endswith(".tar.gz")]
+        with zipfile.ZipFile(wheel) as z:
+            names = [n for n in z.namelist() if n.endswith(".dist-info/licenses/LICENSE")]
+            if len(names) != 1 or z.read(names[0]) != license_text:
+                session.error(f"{wheel.name} does not hold the project's LICENSE")
+        with tarfile.open(sdist) as t:
+            member = t.extractfile(f"{sdist.name.removesuffix('.tar.gz')}/LICENSE")
+            if member is None or member.read() != license_text:
+                session.error(f"{sdist.name} does not hold the project's LICENSE")
+    session.log(f"{len(dists)} sdists and wheels, each with the LICENSE")
+
+
+_AUTHORS = "import importlib.metadata as m, json; print(json.dumps({{d: m.metadata(d)['Author'] for d in {0}}}))"
+
+
+def _dist_of(wheel: Path) -> str:
+    """The distribution name of a wheel file (rl_agents-0.1.0-py3-none-any.whl: rl-agents)."""
+    return canonicalize_name(wheel.name.split("-")[0])
+
+
+def _install_fresh(session: nox.Session, spec: str, smoke: str) -> None:
+    """Install `spec` from dist/ (pip's --find-links; third-party packages from the index, torch
+    first as everywhere) into a fresh environment, check that it brought only what it declares,
+    and run `smoke` there, in an empty folder."""
+    tmp = Path(session.create_tmp()).resolve() / re.sub(r"\W+", "-", spec)
+    shutil.rmtree(tmp, ignore_errors=True)
+    session.run(sys.executable, "-m", "venv", str(tmp / "venv"), external=True)
+    python = str(tmp / "venv" / "bin" / "python")
+    closure = _closure(spec)
+    pip = [python, "-m", "pip", "install", "--quiet"]
+    if "torch" in _third_party(closure):
+        session.run(*pip, TORCH, external=True)
+    taken = [str(wheel) for wheel in DIST.glob("*.whl") if _dist_of(wheel) in TAKEN_ON_PYPI]
+    taken = [w for w in taken if _dist_of(Path(w)) in closure]
+    session.run(*pip, "--find-links", str(DIST), spec, *taken, external=True)
+    _check_installed(session, spec, closure, python)
+    authors = session.run(
+        python, "-c", _AUTHORS.format(sorted(closure)), external=True, silent=True
+    )
+    strangers = {
+        d: a for d, a in json.loads(authors.strip().splitlines()[-1]).items() if a != AUTHOR
+    }
+    if strangers:
+        session.error(f"installing {spec} brought another project's packages: {strangers}")
+    code = smoke if "\n" in smoke else _first_python_block(ROOT / smoke)
+    (tmp / "work").mkdir()
+    (tmp / "work" / "smoke.py").write_text(code)
+    session.chdir(tmp / "work")
+    try:
+        session.run(python, "smoke.py", external=True, env={"OMP_NUM_THREADS": "1"}, silent=True)
+    finally:
+        session.chdir(ROOT)
+    session.log(f"{spec}: installed from dist/ with only what it declares; its smoke test ran")
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+@nox.session
+def build(session: nox.Session) -> None:
+    """Build an sdist and a wheel of every package into dist/ and check them (twine check
+    --strict, check-wheel-contents, the LICENSE in each); then install what the READMEs name,
+    from dist/, each into a fresh environment, and run its smoke test there."""
+    # The build backend once, here, instead of in an isolated environment per package (the
+    # packages all name the same one).
+    backend = {r for p in PACKAGES.glob("*/pyproject.toml") for r in _build_requires(p)}
+    session.install(*DIST_TOOLS, *sorted(backend))
+    shutil.rmtree(DIST, ignore_errors=True)
+    for pyproject in sorted(PACKAGES.glob("*/pyproject.toml")):
+        build = ["python", "-m", "build", "--no-isolation", "--outdir", str(DIST)]
+        session.run(*build, str(pyproject.parent), silent=True)
+    files = sorted(DIST.iterdir())
+    session.run("twine", "check", "--strict", *map(str, files))
+    session.run("check-wheel-contents", *(str(f) for f in files if f.suffix == ".whl"))
+    _check_distributions(session, files)
+    for spec, smoke in INSTALL_SMOKE.items():
+        _install_fresh(session, spec, smoke)
+    _discard_venv(session)
+
+
+@nox.session(venv_backend="none")
+def release(session: nox.Session) -> None:
+    """Release one package: `nox -s release -- rl-replay minor` (see tools/release.py). Not
+    part of a default run."""
+    session.run(sys.executable, str(ROOT / "tools" / "release.py"), *session.posargs)
 
 
 @nox.session
