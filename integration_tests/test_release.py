@@ -62,7 +62,9 @@ def test_a_release_bumps_moves_the_changelog_moves_ranges_records_and_commits(re
         text = (repo / "packages" / sibling / "pyproject.toml").read_text()
         assert f'"rl-arrays>={major}.{minor + 1},<{major}.{minor + 2}"' in text
         notes = (repo / "packages" / sibling / "CHANGELOG.md").read_text()
+        unreleased_notes = notes.split("## [Unreleased]")[1].split("\n## [")[0]
         assert f"Requires `rl-arrays>={major}.{minor + 1},<{major}.{minor + 2}` (was" in notes
+        assert "- Requires `rl-arrays>=" in unreleased_notes.split("### Changed")[-1]
     record = json.loads((repo / f"releases/rl-arrays-{new}.json").read_text())
     assert record | {"built_from": None} == dict(
         package="rl-arrays", version=new, previous=old, date=DATE, built_from=None
@@ -79,6 +81,10 @@ def test_a_release_bumps_moves_the_changelog_moves_ranges_records_and_commits(re
     suite = (repo / "packages/rl-suite/pyproject.toml").read_text()
     assert f"rl-runners>={major}.{minor}," not in suite
     assert f'"rl-runners[mlflow]>={major}.{minor + 1},<{major}.{minor + 2}"' in suite
+    # The note keeps a requirement's extras.
+    assert release(repo, "rl-samplers", "minor").returncode == 0
+    notes = (repo / "packages/rl-suite/CHANGELOG.md").read_text()
+    assert f"Requires `rl-samplers[atari]>={major}.{minor + 1},<{major}.{minor + 2}`" in notes
 
 
 def test_a_release_refuses_a_dirty_tree_an_unknown_package_and_an_empty_changelog(repo):

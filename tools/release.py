@@ -69,7 +69,8 @@ def _changelog_released(text: str, version: Version, date: str) -> str:
 
 
 def _note_unreleased(text: str, line: str) -> str:
-    """``line`` added to the Unreleased section's "Changed" list (made when missing)."""
+    """``line`` added to the Unreleased section's "Changed" list (a list made at the
+    section's end when it has none)."""
     start = text.index(UNRELEASED) + len(UNRELEASED)
     following = text.find("\n## [", start)
     end = following if following != -1 else len(text)
@@ -77,7 +78,8 @@ def _note_unreleased(text: str, line: str) -> str:
     if "\n### Changed\n" in section:
         at = start + section.index("\n### Changed\n") + len("\n### Changed\n")
         return text[:at] + f"\n- {line}" + text[at:]
-    return text[:start] + f"\n\n### Changed\n\n- {line}" + text[start:]
+    body = section.rstrip("\n")
+    return text[:start] + f"{body}\n\n### Changed\n\n- {line}\n" + text[end:]
 
 
 def _moved_ranges(package: str, version: Version) -> dict[Path, list[tuple[str, str]]]:
@@ -131,8 +133,8 @@ def release(package: str, bump: str, date: str, commit: bool = True) -> Version:
             print(f"{sibling.parent.name}: {before} -> {after}")
         writes[sibling] = sibling_text
         notes = sibling.parent / "CHANGELOG.md"
-        before, after = pairs[0]
-        line_text = f"Requires `{package}{compatible_range(new)}` (was `{before}`)."
+        before, after = pairs[0]  # (its dependencies' requirement, extras and all)
+        line_text = f"Requires `{after}` (was `{before}`)."
         writes[notes] = _note_unreleased(notes.read_text(), line_text)
     for path, content in writes.items():
         path.write_text(content)
