@@ -27,7 +27,9 @@ def repo(tmp_path):
         folder = tmp_path / "packages" / pyproject.parent.name
         folder.mkdir(parents=True)
         shutil.copy(pyproject, folder)
-        shutil.copy(pyproject.parent / "CHANGELOG.md", folder)
+        notes = (pyproject.parent / "CHANGELOG.md").read_text()
+        pending = "## [Unreleased]\n\n### Added\n\n- A change to release.\n"
+        (folder / "CHANGELOG.md").write_text(notes.replace("## [Unreleased]\n", pending, 1))
     git(tmp_path, "init", "--quiet")
     git(tmp_path, "-c", "user.name=t", "-c", "user.email=t@t", "add", ".")
     git(tmp_path, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "--quiet", "-m", "start")
