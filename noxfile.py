@@ -60,7 +60,7 @@ TEST_SPECS = [
 EXACT_INSTALLS = {"rl-arrays": {"rl-arrays", "numpy"}}
 INSTALLER = {"pip", "setuptools", "wheel"}
 
-nox.options.sessions = ["lint", "build", "tests", "integration", "ray", "benchmarks"]
+nox.options.sessions = ["lint", "api", "build", "tests", "integration", "ray", "benchmarks"]
 nox.options.reuse_venv = "no"
 
 # `build`'s distributions: an sdist and a wheel of every package.
@@ -450,6 +450,15 @@ def build(session: nox.Session) -> None:
     _discard_venv(session)
 
 
+@nox.session
+def api(session: nox.Session) -> None:
+    """Compare each package's public API with its last release (tools/api_check.py, griffe):
+    a breaking change fails unless the version was bumped for it."""
+    session.install("griffe", "packaging")
+    session.run("python", str(ROOT / "tools" / "api_check.py"), *session.posargs)
+    _discard_venv(session)
+
+
 @nox.session(venv_backend="none")
 def release(session: nox.Session) -> None:
     """Release one package: `nox -s release -- rl-replay minor` (see tools/release.py). Not
@@ -489,8 +498,8 @@ def integration(session: nox.Session) -> None:
     """Install every package (not editable) and run the end-to-end tests (learning tests with
     one seed each), one pytest worker per core: most of them are single-threaded trainings
     (on 2 cores, 6 to 9 minutes in CI instead of 13)."""
-    # rsl_rl: test_rsl_rl_adapter.py; pytest-xdist: the workers
-    _install(session, END_TO_END, *TEST_TOOLS, "rsl-rl-lib", XDIST)
+    # rsl_rl: test_rsl_rl_adapter.py; griffe: test_api_check.py; pytest-xdist: the workers
+    _install(session, END_TO_END, *TEST_TOOLS, "rsl-rl-lib", "griffe", XDIST)
     comparisons = [f"--ignore={ROOT / 'integration_tests' / name}" for name in COMPARISON_TESTS]
     _pytest(session, ROOT / "integration_tests", *comparisons, workers=True)
     _discard_venv(session)
