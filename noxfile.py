@@ -14,6 +14,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 import tarfile
 import time
@@ -24,7 +25,9 @@ from pathlib import Path
 
 import nox
 from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 ROOT = Path(__file__).parent
 PACKAGES = ROOT / "packages"
@@ -60,9 +63,20 @@ TEST_SPECS = [
 EXACT_INSTALLS = {"rl-arrays": {"rl-arrays", "numpy"}}
 INSTALLER = {"pip", "setuptools", "wheel"}
 
-nox.options.sessions = ["lint", "api", "build", "tests", "integration", "ray", "benchmarks"]
+nox.options.sessions = [
+    "lint",
+    "api",
+    "build",
+    "compat",
+    "tests",
+    "integration",
+    "ray",
+    "benchmarks",
+]
 nox.options.reuse_venv = "no"
 
+# The release records (tools/release.py): releases/<package>-<version>.json.
+RELEASES = ROOT / "releases"
 # `build`'s distributions: an sdist and a wheel of every package.
 DIST = ROOT / "dist"
 DIST_TOOLS = ["build", "twine", "check-wheel-contents"]
@@ -448,6 +462,101 @@ def build(session: nox.Session) -> None:
     for spec, smoke in INSTALL_SMOKE.items():
         _install_fresh(session, spec, smoke)
     _discard_venv(session)
+
+
+def _release_commit(dist: str, version: str) -> str:
+    """The commit that made a release: the one that added its record."""
+    record = f"releases/{dist}-{version}.json"
+    log = ["git", "log", "-1", "--format=%H", "--", record]
+    return subprocess.run(log, cwd=ROOT, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def _lowest_releases(dist: str) -> dict[str, tuple[str, str]]:
+    """For each sibling that installing `dist` brings, the lowest release that every range on
+    it in that closure allows: `{sibling: (version, commit)}`."""
+    closure = _closure(dist)
+    ranges: dict[str, SpecifierSet] = {}
+    for member, extras in closure.items():
+        for requirement in _requirements(member, extras):
+            name = canonicalize_name(requirement.name)
+            if _is_sibling(name):
+                ranges[name] = ranges.get(name, SpecifierSet()) & requirement.specifier
+    lowest = {}
+    for sibling, allowed in sorted(ranges.items()):
+        versions = [
+            Version(p.stem.removeprefix(f"{sibling}-")) for p in RELEASES.glob(f"{sibling}-*.json")
+        ]
+        candidates = sorted(v for v in versions if v in allowed)
+        if not candidates:
+            raise ValueError(f"{dist}: no release of {sibling} satisfies {sibling}{allowed}")
+        lowest[sibling] = (str(candidates[0]), _release_commit(sibling, str(candidates[0])))
+    return lowest
+
+
+def _changed_since(dist: str, commit: str) -> bool:
+    """Whether what `dist` ships (its src/ and pyproject.toml) differs from `commit`'s."""
+    paths = [f"packages/{dist}/src", f"packages/{dist}/pyproject.toml"]
+    diff = subprocess.run(["git", "diff", "--quiet", commit, "--", *paths], cwd=ROOT)
+    return diff.returncode != 0
+
+
+@nox.session
+def compat(session: nox.Session) -> None:
+    """Each package's tests against the lowest release of each sibling its ranges allow, each
+    rebuilt from the commit that made it (`nox -s compat -- rl-replay` for one package). A
+    package whose siblings' lowest releases ship today's code is said so and not run twice:
+    its `tests` session covers it."""
+    dists = session.posargs or sorted(p.parent.name for p in PACKAGES.glob("*/pyproject.toml"))
+    for dist in dists:
+        lowest = _lowest_releases(dist)
+        older = {s: vc for s, vc in lowest.items() if _changed_since(s, vc[1])}
+        if not older:
+            named = ", ".join(f"{s} {v}" for s, (v, _) in lowest.items()) or "no sibling"
+            session.log(f"{dist}: its lowest allowed siblings ({named}) are today's code")
+            continue
+        session.log(f"{dist}: against " + ", ".join(f"{s} {v}" for s, (v, _) in older.items()))
+        _test_against(session, dist, older)
+    _discard_venv(session)
+
+
+def _test_against(session: nox.Session, dist: str, older: dict[str, tuple[str, str]]) -> None:
+    """Run `dist`'s tests in a fresh environment holding `older`'s releases (built from their
+    commits in a git worktree) and today's wheels of everything else it brings."""
+    tmp = Path(session.create_tmp()).resolve() / f"compat-{dist}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    closure = _closure(dist)
+    wheels = _wheels(session, sorted(set(closure) - set(older)))
+    for sibling, (version, commit) in older.items():
+        tree = tmp / f"{sibling}-{version}"
+        session.run("git", "worktree", "add", "--detach", str(tree), commit, external=True)
+        try:
+            build = ["python", "-m", "pip", "wheel", "--no-deps", "--wheel-dir", str(tmp)]
+            session.run(*build, str(tree / "packages" / sibling), silent=True)
+        finally:
+            session.run("git", "worktree", "remove", "--force", str(tree), external=True)
+        (wheels[sibling],) = tmp.glob(f"{sibling.replace('-', '_')}-{version}-*.whl")
+    python = str(tmp / "venv" / "bin" / "python")
+    session.run(sys.executable, "-m", "venv", str(tmp / "venv"), external=True)
+    pip = [python, "-m", "pip", "install", "--quiet"]
+    if "torch" in _third_party(closure):
+        session.run(*pip, TORCH, external=True)
+    paths = [
+        f"{wheels[d]}[{','.join(sorted(extras))}]" if extras else str(wheels[d])
+        for d, extras in closure.items()
+    ]
+    session.run(*pip, *TEST_TOOLS, XDIST, *paths, external=True)
+    shutil.copytree(PACKAGES / dist / "tests", tmp / "tests")
+    shutil.copy(ROOT / "pyproject.toml", tmp)
+    session.chdir(tmp)
+    try:
+        pytest = [python, "-m", "pytest", *WORKERS, "--rootdir", str(tmp), "-p", "no:cacheprovider"]
+        session.run(
+            *pytest, "-m", "not serial", str(tmp / "tests"), external=True, success_codes=[0, 5]
+        )
+    finally:
+        session.chdir(ROOT)
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
 @nox.session
