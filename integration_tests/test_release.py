@@ -2,6 +2,7 @@
 repository's packages' pyprojects and changelogs in a fresh git repository."""
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -38,8 +39,8 @@ def repo(tmp_path):
 
 def release(repo, *args):
     command = [sys.executable, str(repo / "tools" / "release.py"), *args, "--date", DATE]
-    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t"}
-    env |= {"GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin"}
+    env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t")
+    env |= {"GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
     return subprocess.run(command, cwd=repo, capture_output=True, text=True, env=env)
 
 
