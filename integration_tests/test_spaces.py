@@ -90,7 +90,18 @@ class SideAndRule(gymnasium.Env):
         return observation, reward, False, self.t >= LENGTH, info
 
 
+class SideAndRuleTuple(SideAndRule):
+    """SideAndRule with a ``Tuple`` observation (image, rule)."""
+
+    observation_space = spaces.Tuple(tuple(SideAndRule.observation_space.spaces.values()))
+
+    def _draw(self):
+        observation, info = super()._draw()
+        return (observation["image"], observation["rule"]), info
+
+
 gymnasium.register("MaskedChoice-v0", entry_point=MaskedChoice)
+gymnasium.register("SideAndRuleTuple-v0", entry_point=SideAndRuleTuple)
 gymnasium.register("SideAndRule-v0", entry_point=SideAndRule)
 
 SMALL_Q = ["agent.model_kwargs={'hidden_sizes': [64], 'dueling': True}"]  # (CI's time)
@@ -158,3 +169,16 @@ def test_a_dict_agent_learns_a_task_that_needs_both_keys(tmp_path, preset, steps
         observation, reward, *_ = env.step(action)
         correct += reward
     assert correct >= 14
+
+
+def test_a_tuple_observation_trains_and_its_agent_predicts(tmp_path):
+    _, run_dir = train(tmp_path, "cartpole", "SideAndRuleTuple-v0", 2_560)
+    agent = rl_suite.load(run_dir)
+    env = SideAndRuleTuple()
+    observation, _ = env.reset(seed=0)
+    action, _ = agent.predict(observation, deterministic=True)
+    assert action in (0, 1)
+    batch = tuple(np.stack([part, part]) for part in observation)
+    assert agent.predict(batch)[0].shape == (2,)
+    with pytest.raises(ValueError, match="Tuple observations of 2 parts"):
+        agent.predict(observation[:1])

@@ -130,12 +130,23 @@ class TrainedAgent:
         )
 
     def _as_dict_batch(self, observation: Any) -> tuple[Any, bool]:
-        """A gymnasium ``Dict`` observation (one, or a batch: every value ``[B, ...]``) as
-        the namedarraytuple of tensors the agent takes, with a leading batch dim."""
-        keys = [str(k) for k in getattr(self.observation_space.gym_space, "spaces", {})]
-        if not isinstance(observation, Mapping) or set(observation) != set(keys):
-            got = sorted(observation) if isinstance(observation, Mapping) else type(observation)
-            raise ValueError(f"{self.env_id} gives Dict observations with keys {keys}, got {got}")
+        """A gymnasium ``Dict`` (or ``Tuple``) observation (one, or a batch: every value
+        ``[B, ...]``) as the namedarraytuple of tensors the agent takes, with a leading batch
+        dim."""
+        parts = self.observation_space.gym_space.spaces
+        if isinstance(parts, Mapping):
+            keys: list[Any] = [str(k) for k in parts]
+            if not isinstance(observation, Mapping) or set(observation) != set(keys):
+                got = sorted(observation) if isinstance(observation, Mapping) else observation
+                raise ValueError(
+                    f"{self.env_id} gives Dict observations with keys {keys}, got {got!r:.200}"
+                )
+        else:
+            keys = list(range(len(parts)))
+            if not isinstance(observation, (tuple, list)) or len(observation) != len(parts):
+                raise ValueError(
+                    f"{self.env_id} gives Tuple observations of {len(parts)} parts, got {observation!r:.200}"
+                )
         value = torchify_buffer(self.observation_space.convert(observation))
         first, shape = next(iter(value)), tuple(next(iter(self.observation_space.shape)))
         single = tuple(first.shape) == shape
