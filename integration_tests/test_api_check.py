@@ -7,9 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import griffe  # noqa: F401  (tools/api_check.py's; the integration session installs it)
 import pytest
-
-pytest.importorskip("griffe")  # (the api and integration sessions install it)
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "packages" / "rl-arrays"
