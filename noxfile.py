@@ -68,6 +68,7 @@ nox.options.sessions = [
     "api",
     "build",
     "compat",
+    "docs",
     "tests",
     "integration",
     "ray",
@@ -565,6 +566,21 @@ def api(session: nox.Session) -> None:
     a breaking change fails unless the version was bumped for it."""
     session.install("griffe", "packaging")
     session.run("python", str(ROOT / "tools" / "api_check.py"), *session.posargs)
+    _discard_venv(session)
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """Build the documentation site into site/ (MkDocs, strict: any warning fails: a broken
+    link, a missing reference, a docstring that does not parse), then check it: every public
+    name in the API reference, and the pages in headless Chromium (Debian's chromium and
+    chromium-driver, which .ci/run installs). Screenshots land in artifacts/docs/. The code
+    blocks of the pages run in the integration session (test_doc_blocks.py), where the
+    packages are installed."""
+    session.install("-r", str(ROOT / "docs" / "requirements.txt"))
+    shutil.rmtree(ROOT / "site", ignore_errors=True)
+    session.run("mkdocs", "build", "--strict", env={"NO_MKDOCS_2_WARNING": "1"})
+    _pytest(session, ROOT / "docs" / "tests")
     _discard_venv(session)
 
 
