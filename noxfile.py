@@ -494,11 +494,25 @@ def _lowest_releases(dist: str) -> dict[str, tuple[str, str]]:
     return lowest
 
 
+# What of a pyproject decides how a package behaves beside its siblings (its description,
+# README substitutions and classifiers do not).
+BEHAVIOUR_KEYS = ("dependencies", "optional-dependencies", "requires-python", "scripts")
+
+
 def _changed_since(dist: str, commit: str) -> bool:
-    """Whether what `dist` ships (its src/ and pyproject.toml) differs from `commit`'s."""
-    paths = [f"packages/{dist}/src", f"packages/{dist}/pyproject.toml"]
-    diff = subprocess.run(["git", "diff", "--quiet", commit, "--", *paths], cwd=ROOT)
-    return diff.returncode != 0
+    """Whether what `dist` ships differs from `commit`'s: its src/, or what its pyproject
+    declares that behaviour depends on (BEHAVIOUR_KEYS)."""
+    diff = subprocess.run(
+        ["git", "diff", "--quiet", commit, "--", f"packages/{dist}/src"], cwd=ROOT
+    )
+    if diff.returncode != 0:
+        return True
+    show = ["git", "show", f"{commit}:packages/{dist}/pyproject.toml"]
+    then = tomllib.loads(
+        subprocess.run(show, cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    )
+    now = _project(dist)
+    return any(then["project"].get(key) != now.get(key) for key in BEHAVIOUR_KEYS)
 
 
 @nox.session
