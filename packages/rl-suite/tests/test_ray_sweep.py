@@ -13,7 +13,8 @@ import pytest
 
 from rl_suite._cli import main
 from rl_suite._plot import have_matplotlib, read_progress
-from rl_suite._sweep import load_sweep, run_sweep
+from rl_suite._sweep import load_sweep
+from rl_suite._sweep_launch import run_sweep
 
 TESTS = Path(__file__).resolve().parent  # holds crashing_env.py
 STEPS = 2048  # 8 iterations of the cartpole preset's 8 envs x 32 steps; a row every 2

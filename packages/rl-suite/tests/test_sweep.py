@@ -11,7 +11,8 @@ import pytest
 from rl_launch import ExperimentsSummary, RunResult
 from rl_suite._cli import main
 from rl_suite._plot import is_sweep, seed_band, sweep_runs
-from rl_suite._sweep import load_sweep, sweep_report, variant_config
+from rl_suite._sweep import load_sweep, variant_config
+from rl_suite._sweep_launch import sweep_report
 from rl_suite._sweep_run import run_affinity
 
 SPEC = {

@@ -69,7 +69,7 @@ def _observation_parts(observation: Any, model: str) -> tuple[torch.Tensor, torc
     return actor, critic
 
 
-class _Branch(torch.nn.Module):
+class AsymmetricBranch(torch.nn.Module):
     """One side of an asymmetric model (the actor or the critic): optional normalisation of
     its observation, an MLP torso (none without hidden sizes), an optional LSTM that also
     reads the previous action and reward, and a linear head."""
@@ -179,7 +179,7 @@ class _AsymmetricModel(torch.nn.Module):
         )
         critic_hidden_sizes = hidden_sizes if critic_hidden_sizes is None else critic_hidden_sizes
         extra = action_size + 1 if actor_lstm is not None else 0
-        self.actor = _Branch(
+        self.actor = AsymmetricBranch(
             actor_observation_shape,
             hidden_sizes,
             nonlinearity,
@@ -190,7 +190,7 @@ class _AsymmetricModel(torch.nn.Module):
             lstm_size=actor_lstm,
             lstm_extra_inputs=extra,
         )
-        self.critic = _Branch(
+        self.critic = AsymmetricBranch(
             critic_observation_shape,
             critic_hidden_sizes,
             nonlinearity,

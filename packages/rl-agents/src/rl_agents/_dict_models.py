@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from rl_arrays import EnvSpaces, infer_leading_dims, restore_leading_dims
 
 from ._action_mask import MASK_FIELD
-from ._dqn_models import _q_head
+from ._dqn_models import q_head
 from ._model_components import Conv2dHeadModel, MlpModel
 from ._model_kwargs import action_size_of, n_actions
 
@@ -179,7 +179,7 @@ class DictDqnModel(torch.nn.Module):
     ):
         super().__init__()
         self.encoder = ObservationEncoder(observation_shapes, image_kwargs, vector_hidden_sizes)
-        self.head = _q_head(self.encoder.output_size, hidden_sizes, output_size, dueling)
+        self.head = q_head(self.encoder.output_size, hidden_sizes, output_size, dueling)
 
     def forward(self, observation: Any, prev_action: Any, prev_reward: Any) -> torch.Tensor:
         features, lead_dim, T, B = self.encoder(observation)

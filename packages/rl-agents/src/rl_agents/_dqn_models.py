@@ -143,7 +143,7 @@ class DistributionalDuelingHeadModel(torch.nn.Module):
         return x.reshape(*x.shape[:-1], self.output_size, self.n_atoms) + self.advantage_bias
 
 
-def _q_head(
+def q_head(
     input_size: int,
     hidden_sizes: int | Sequence[int] | None,
     output_size: int,
@@ -189,7 +189,7 @@ class _AtariQModel(torch.nn.Module):
         self.conv = atari_conv(
             image_shape, None, use_maxpool, channels, kernel_sizes, strides, paddings, _DQN_CONV
         )
-        self.head = _q_head(self.conv.output_size, fc_sizes, output_size, dueling, n_atoms)
+        self.head = q_head(self.conv.output_size, fc_sizes, output_size, dueling, n_atoms)
         self.dueling = bool(dueling)
 
     def forward(
@@ -295,7 +295,7 @@ class AtariR2d1Model(torch.nn.Module):
             image_shape, fc_size, use_maxpool, channels, kernel_sizes, strides, paddings, _DQN_CONV
         )
         self.lstm = torch.nn.LSTM(self.conv.output_size + output_size + 1, lstm_size)
-        self.head = _q_head(lstm_size, head_size, output_size, dueling)
+        self.head = q_head(lstm_size, head_size, output_size, dueling)
         self.dueling = bool(dueling)
 
     def forward(
@@ -336,7 +336,7 @@ class _MlpQModel(VectorObservationModel):
         super().__init__()
         input_size = self._init_observation(observation_shape, output_size, False, 10.0, None)
         hidden_sizes = [64, 64] if hidden_sizes is None else hidden_sizes
-        self.head = _q_head(input_size, hidden_sizes, output_size, dueling, n_atoms)
+        self.head = q_head(input_size, hidden_sizes, output_size, dueling, n_atoms)
         self.dueling = bool(dueling)
 
     def forward(
@@ -403,7 +403,7 @@ class R2d1MlpModel(VectorObservationModel):
         input_size = self._init_observation(observation_shape, output_size, False, 10.0, None)
         hidden_sizes = [64] if hidden_sizes is None else hidden_sizes
         self._init_lstm(input_size, hidden_sizes, lstm_size, torch.nn.ReLU)
-        self.head = _q_head(lstm_size, head_size, output_size, dueling)
+        self.head = q_head(lstm_size, head_size, output_size, dueling)
         self.dueling = bool(dueling)
 
     def forward(

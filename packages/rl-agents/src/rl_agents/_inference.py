@@ -28,7 +28,7 @@ from ._dqn_models import DistributionalDuelingHeadModel, DuelingHeadModel
 from ._model_utils import lstm_dtype
 
 if TYPE_CHECKING:  # (it imports this module)
-    from ._asymmetric_pg import _Branch
+    from ._asymmetric_pg import AsymmetricBranch
 
 __all__ = ["InferencePolicy", "RecurrentInferencePolicy", "export_policy"]
 
@@ -180,7 +180,7 @@ class _ActorCore(torch.nn.Module):
     """The actor branch of an asymmetric model (normalisation, MLP torso, head) as
     ``actor observation [B, ...] -> action``."""
 
-    def __init__(self, branch: "_Branch", select: _ActionSelector):
+    def __init__(self, branch: "AsymmetricBranch", select: _ActionSelector):
         super().__init__()
         self.branch, self.select = branch, select
 
@@ -193,7 +193,9 @@ class _RecurrentActorCore(torch.nn.Module):
     """The actor branch of an asymmetric LSTM model with its state explicit, as
     ``_RecurrentModelCore``; the LSTM reads the previous action and reward too."""
 
-    def __init__(self, branch: "_Branch", select: _ActionSelector, encoder: _PrevActionEncoder):
+    def __init__(
+        self, branch: "AsymmetricBranch", select: _ActionSelector, encoder: _PrevActionEncoder
+    ):
         super().__init__()
         self.branch, self.select, self.encoder = branch, select, encoder
 
@@ -542,7 +544,7 @@ def agent_inference_policy(
         if onehot == 0 and not action_dtype.is_floating_point:
             encoder = _PrevActionEncoder(int(env_spaces.action.n))
         # An asymmetric model (the agents that ask for actor_only have one): its actor branch.
-        branch = _frozen_copy(cast("_Branch", model.actor), device)
+        branch = _frozen_copy(cast("AsymmetricBranch", model.actor), device)
         if not recurrent:
             return InferencePolicy(_ActorCore(branch, select), observation_shape, observation_dtype)
         lstm = branch.lstm

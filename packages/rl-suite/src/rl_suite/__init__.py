@@ -29,7 +29,8 @@ from ._config import PRESETS, apply_overrides, make_config  # noqa: F401 (in TRA
 from ._load import TrainedAgent, load  # noqa: F401
 from ._plot import plot_runs  # noqa: F401
 from ._stopped import RunStopped  # noqa: F401
-from ._sweep import load_sweep, run_sweep  # noqa: F401
+from ._sweep import load_sweep  # noqa: F401
+from ._sweep_launch import run_sweep  # noqa: F401
 from ._trainer import build, evaluate, load_config, resume, train  # noqa: F401
 
 __version__ = version("rl-suite")

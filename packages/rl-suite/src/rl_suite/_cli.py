@@ -353,7 +353,8 @@ def _evaluate(args: argparse.Namespace) -> None:
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from ._sweep import load_sweep, run_sweep, sweep_report
+    from ._sweep import load_sweep
+    from ._sweep_launch import run_sweep, sweep_report
 
     if args.address is not None and args.engine != "ray":
         raise ValueError("--address is for --engine ray (the Ray cluster to run on)")
