@@ -24,6 +24,7 @@ def test_video_writes_one_decodable_file_per_episode_with_its_frames(run_dir, tm
     lengths = [int(n) for n in re.findall(r"episode \d+: return [\d.]+, length (\d+)", out)]
     files = sorted(videos.glob("*.mp4"), key=lambda p: int(re.findall(r"\d+", p.stem)[-1]))
     assert len(lengths) == 3 and len(files) == 3, (out, files)
+    assert [f.name for f in files] == [f"CartPole-v1-episode-{n}.mp4" for n in range(3)]
     for length, video in zip(lengths, files, strict=True):
         frames, _ = imageio_ffmpeg.count_frames_and_secs(str(video))
         assert frames == length + 1  # the first observation's frame, then one per step

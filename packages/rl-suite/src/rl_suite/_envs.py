@@ -134,7 +134,7 @@ def make_env(
     if action_mask_from_info:
         inner = InfoActionMask(inner)
     if video_dir is not None:
-        inner = _recorded(inner, video_dir, video_episodes)
+        inner = _recorded(inner, video_dir, video_episodes, name=id.replace(":", "-"))
     return env if inner is env.env else GymEnvWrapper(inner)
 
 
@@ -145,7 +145,10 @@ def has_display() -> bool:
     return True
 
 
-def _recorded(env: gymnasium.Env, video_dir: str, episodes: int | None) -> gymnasium.Env:
+def _recorded(
+    env: gymnasium.Env, video_dir: str, episodes: int | None, name: str
+) -> gymnasium.Env:
+    """``env`` recording episodes into ``<video_dir>/<name>-episode-<n>.mp4``."""
     try:
         import imageio_ffmpeg  # noqa: F401
         import moviepy  # noqa: F401  (RecordVideo asks for it)
@@ -157,7 +160,7 @@ def _recorded(env: gymnasium.Env, video_dir: str, episodes: int | None) -> gymna
         env,
         video_dir,
         episode_trigger=lambda episode: episodes is None or episode < episodes,
-        name_prefix="episode",
+        name_prefix=name,  # (RecordVideo appends "-episode-<n>")
         disable_logger=True,
     )
 
