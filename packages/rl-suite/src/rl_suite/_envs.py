@@ -145,9 +145,7 @@ def has_display() -> bool:
     return True
 
 
-def _recorded(
-    env: gymnasium.Env, video_dir: str, episodes: int | None, name: str
-) -> gymnasium.Env:
+def _recorded(env: gymnasium.Env, video_dir: str, episodes: int | None, name: str) -> gymnasium.Env:
     """``env`` recording episodes into ``<video_dir>/<name>-episode-<n>.mp4``."""
     try:
         import imageio_ffmpeg  # noqa: F401
