@@ -10,8 +10,8 @@ import pytest
 import rl_suite
 from rl_suite._config import make_config
 from rl_suite._demo import fill_samples
+from rl_suite._run_affinity import config_affinity, process_count
 from rl_suite._sweep import load_sweep
-from rl_suite._trainer import _processes, config_affinity
 
 
 def built(**changes):
@@ -58,7 +58,7 @@ def sweep(**changes):
             "sampler.workers must be an int from 1 to batch_B=8",
         ),
         (
-            lambda v: _processes(make_config(runner={"processes": v})),
+            lambda v: process_count(make_config(runner={"processes": v})),
             2.0,
             "runner.processes must be a positive int",
         ),

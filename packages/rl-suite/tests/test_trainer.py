@@ -235,17 +235,17 @@ def test_bad_training_requests_fail_before_anything_starts(tmp_path, capsys, arg
 
 
 def test_an_algorithm_that_cannot_act_in_the_action_space_is_refused():
-    spaces = rl_suite._trainer.probe_spaces(rl_suite.make_config(env="CartPole-v1"))
+    spaces = rl_suite._choices.probe_spaces(rl_suite.make_config(env="CartPole-v1"))
     config = rl_suite.make_config(env="CartPole-v1")
-    assert rl_suite._trainer.agent_class(config, spaces) is rl_suite.CategoricalFfAgent
-    continuous = rl_suite._trainer.probe_spaces(rl_suite.make_config(env="Pendulum-v1"))
-    assert rl_suite._trainer.agent_class(config, continuous) is rl_suite.MujocoFfAgent
-    rl_suite._trainer.ACTION_KINDS["ppo"].discard("continuous")
+    assert rl_suite._choices.agent_class(config, spaces) is rl_suite.CategoricalFfAgent
+    continuous = rl_suite._choices.probe_spaces(rl_suite.make_config(env="Pendulum-v1"))
+    assert rl_suite._choices.agent_class(config, continuous) is rl_suite.MujocoFfAgent
+    rl_suite._choices.ACTION_KINDS["ppo"].discard("continuous")
     try:
         with pytest.raises(ValueError, match="ppo cannot act in CartPole-v1's action space"):
-            rl_suite._trainer.agent_class(config, continuous)
+            rl_suite._choices.agent_class(config, continuous)
     finally:
-        rl_suite._trainer.ACTION_KINDS["ppo"].add("continuous")
+        rl_suite._choices.ACTION_KINDS["ppo"].add("continuous")
 
 
 def test_plot_draws_several_runs(tmp_path, capsys):
@@ -298,7 +298,7 @@ def test_q_learning_presets_train(tmp_path, preset):
     assert [int(r["CumSteps"]) for r in rows] == [0, 1024, 2048]
     assert int(rows[-1]["CumUpdates"]) > 0
     assert all(float(r["lossAverage"]) < float("inf") for r in rows[1:])
-    checkpoint = rl_suite._trainer.torch.load(run_dir / "params.pt", weights_only=True)
+    checkpoint = torch.load(run_dir / "params.pt", weights_only=True)
     assert checkpoint["agent_state_dict"]["epsilon"]["itr_max"] > 0  # the schedule is kept
 
 
@@ -371,7 +371,7 @@ def test_q_value_policy_gradient_presets_train_and_checkpoint_everything(
     assert [int(r["CumSteps"]) for r in rows] == [0, 200, 400]
     assert int(rows[-1]["CumUpdates"]) == 200
     assert all(int(r["TrajsInEval"]) == 2 for r in rows)
-    checkpoint = rl_suite._trainer.torch.load(run_dir / "params.pt", weights_only=True)
+    checkpoint = torch.load(run_dir / "params.pt", weights_only=True)
     assert {"model", *targets} <= checkpoint["agent_state_dict"].keys()
     assert {*optimizers, "update_counter"} <= checkpoint["optimizer_state_dict"].keys()
 

@@ -26,12 +26,14 @@ from rl_runners import *  # noqa: F403
 from rl_samplers import *  # noqa: F403
 
 from ._config import PRESETS, apply_overrides, make_config  # noqa: F401 (in TRAINER)
+from ._evaluate import evaluate  # noqa: F401
 from ._load import TrainedAgent, load  # noqa: F401
 from ._plot import plot_runs  # noqa: F401
+from ._run_files import load_config  # noqa: F401
 from ._stopped import RunStopped  # noqa: F401
 from ._sweep import load_sweep  # noqa: F401
 from ._sweep_launch import run_sweep  # noqa: F401
-from ._trainer import build, evaluate, load_config, resume, train  # noqa: F401
+from ._trainer import build, resume, train  # noqa: F401
 
 __version__ = version("rl-suite")
 

@@ -242,7 +242,7 @@ def _train_config(args: argparse.Namespace) -> dict:
         make_config,
         merge_config,
     )
-    from ._trainer import read_config_file
+    from ._run_files import read_config_file
 
     sampler = {"kind": args.sampler, "workers": args.workers, "batch_B": args.num_envs}
     changes = dict(
@@ -331,7 +331,7 @@ def _train(args: argparse.Namespace) -> None:
 
 
 def _evaluate(args: argparse.Namespace) -> None:
-    from ._trainer import evaluate, mean_return
+    from ._evaluate import evaluate, mean_return
 
     infos = evaluate(
         args.run_dir,

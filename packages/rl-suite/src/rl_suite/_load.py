@@ -11,18 +11,10 @@ import torch
 
 from rl_arrays import buffer_method, buffer_to, torchify_buffer
 
+from ._choices import env_kwargs, make_agent, probe_spaces
 from ._envs import make_env
-from ._trainer import (
-    _env_kwargs,
-    _run_dir_of,
-    _settings_of,
-    evaluation_config,
-    load_config,
-    load_weights,
-    make_agent,
-    probe_spaces,
-    read_run_checkpoint,
-)
+from ._evaluate import evaluation_config, load_weights
+from ._run_files import load_config, read_run_checkpoint, run_dir_of, settings_of
 
 __all__ = ["TrainedAgent", "load"]
 
@@ -32,11 +24,11 @@ def load(path: str | Path, device: str | torch.device = "cpu") -> TrainedAgent:
     ``itr_<n>.pt``), on ``device``, ready to act on raw observations of the environment it
     was trained on: ``action, _ = load(run).predict(observation)``. Its observation
     normalisation statistics come with it."""
-    run_dir, checkpoint = _run_dir_of(path, None)
+    run_dir, checkpoint = run_dir_of(path, None)
     config = evaluation_config(load_config(run_dir), run_dir)
     checkpoint_path, saved = read_run_checkpoint(run_dir if checkpoint is None else checkpoint)
     spaces = probe_spaces(config)
-    with _settings_of(run_dir / "params.json"):
+    with settings_of(run_dir / "params.json"):
         agent = make_agent(config, spaces, deterministic_eval=False)
     agent.initialize(spaces)
     load_weights(agent, saved, checkpoint_path, run_dir)
@@ -83,7 +75,7 @@ class TrainedAgent:
 
     def make_env(self) -> Any:
         """The environment the agent was trained on, with the run's ``env_kwargs``."""
-        return make_env(**_env_kwargs(self.config))
+        return make_env(**env_kwargs(self.config))
 
     @torch.no_grad()
     def predict(

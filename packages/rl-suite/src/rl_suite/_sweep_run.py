@@ -23,7 +23,7 @@ def run_affinity(config: dict[str, Any], slot: dict[str, Any]) -> dict[str, Any]
     the runner's cpus and torch threads and the sampler's workers, except where the
     configuration says otherwise (``torch_threads``, ``device``, ``sampler.workers``: that
     many workers, laid over the slot's worker cpus in turn)."""
-    from rl_suite._trainer import config_affinity
+    from rl_suite._run_affinity import config_affinity
 
     own = config_affinity(config)  # (checks the configuration's own settings)
     affinity = {
