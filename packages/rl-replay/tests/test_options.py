@@ -191,7 +191,7 @@ def test_rlpyt_names_are_the_options():
     for names, composed in ((TRANSITIONS, ReplayBuffer), (SEQUENCES, SequenceReplayBuffer)):
         for name, options in names.items():
             plain, shared = getattr(rl_replay, name), getattr(rl_replay, "Async" + name)
-            assert plain.__bases__ == (composed,) and shared.__bases__ == (plain,)
+            assert plain.__bases__ == shared.__bases__ == (composed,)  # (one class deep)
             for option in ("prioritized", "frame_based", "time_limit"):
                 assert getattr(plain, option) == getattr(shared, option) == (option in options)
             assert shared.shared_memory and not plain.shared_memory

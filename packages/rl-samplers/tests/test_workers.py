@@ -228,7 +228,7 @@ def test_shutdown_kills_busy_workers():
     sampler = CpuSampler(SlowEnv, {"delay": 0.01}, **dict(CONFIG, batch_T=500))
     sampler.initialize(EchoAgent(), seed=0)
     workers = list(sampler.workers)
-    sampler._command(COLLECT, 0, 0)  # (a batch of 5 s)
+    sampler.command(COLLECT, 0, 0)  # (a batch of 5 s)
     time.sleep(0.2)
     sampler.shutdown()
     assert [w.exitcode for w in workers] == [-signal.SIGKILL] * len(workers)

@@ -167,7 +167,7 @@ def test_an_async_run_stops_on_sigterm_resumes_after_a_kill_and_ends(tmp_path, c
     assert main(["resume", str(run_dir)]) == 0
     out = capsys.readouterr().out
     assert f"after {checkpoint['next_itr']} iterations." in out
-    assert out.count("environments start afresh") == 1  # (said once: not kept by --async)
+    assert out.count("The environments restart") == 1  # (said once: not kept by --async)
     assert _steps(run_dir) == list(range(512, 15360 + 1, 512))
     assert main(["eval", str(run_dir), "--episodes", "1"]) == 0
 
@@ -210,9 +210,10 @@ def test_worker_timeout_reaches_the_parallel_samplers(capsys):
     config = apply_overrides(
         make_config(algo="dqn"), ["sampler.kind=cpu", "runner.asynchronous=True"]
     )
-    assert rl_suite.build(config).sampler.worker_timeout == 300.0  # the default
+    sampler = rl_suite.build(config).sampler  # (AsyncCpuSampler: the CpuSampler it runs)
+    assert sampler.sampler.worker_timeout == 300.0  # the default
     del config["sampler"]["worker_timeout"]  # (a run saved before the setting existed)
-    assert rl_suite.build(config).sampler.worker_timeout == 300.0
+    assert rl_suite.build(config).sampler.sampler.worker_timeout == 300.0
     for bad, expected in (("0", "seconds > 0"), ("soon", "a number")):
         argv = ["train", "ppo", "--sampler", "cpu", "--dry-run"]
         assert main([*argv, "--set", f"sampler.worker_timeout={bad}"]) == 2

@@ -1,8 +1,9 @@
 """rlpyt's replay class names, kept so rlpyt-style code runs unchanged.
 
 Each is ``ReplayBuffer`` or ``SequenceReplayBuffer`` with some options' defaults set by class
-attributes (a caller may still pass any option); the ``Async...`` forms, subclasses of
-their plain form as in rlpyt, default to ``shared_memory=True``.
+attributes (a caller may still pass any option); the ``Async...`` forms default to
+``shared_memory=True`` as well (rlpyt derived them from their plain form; here each is one
+class deep, so that no chain of presets grows past four classes).
 """
 
 from __future__ import annotations
@@ -103,61 +104,61 @@ class PrioritizedSequenceReplayFrameBuffer(SequenceReplayBuffer):
     prioritized = frame_based = True
 
 
-class AsyncUniformReplayBuffer(UniformReplayBuffer):
+class AsyncUniformReplayBuffer(ReplayBuffer):
     """``ReplayBuffer(shared_memory=True)``."""
 
     shared_memory = True
 
 
-class AsyncPrioritizedReplayBuffer(PrioritizedReplayBuffer):
+class AsyncPrioritizedReplayBuffer(ReplayBuffer):
     """``ReplayBuffer(prioritized=True, shared_memory=True)``."""
 
-    shared_memory = True
+    prioritized = shared_memory = True
 
 
-class AsyncUniformReplayFrameBuffer(UniformReplayFrameBuffer):
+class AsyncUniformReplayFrameBuffer(ReplayBuffer):
     """``ReplayBuffer(frame_based=True, shared_memory=True)``."""
 
-    shared_memory = True
+    frame_based = shared_memory = True
 
 
-class AsyncPrioritizedReplayFrameBuffer(PrioritizedReplayFrameBuffer):
+class AsyncPrioritizedReplayFrameBuffer(ReplayBuffer):
     """``ReplayBuffer(prioritized=True, frame_based=True, shared_memory=True)``."""
 
-    shared_memory = True
+    prioritized = frame_based = shared_memory = True
 
 
-class AsyncTlUniformReplayBuffer(TlUniformReplayBuffer):
+class AsyncTlUniformReplayBuffer(ReplayBuffer):
     """``ReplayBuffer(time_limit=True, shared_memory=True)``."""
 
-    shared_memory = True
+    time_limit = shared_memory = True
 
 
-class AsyncTlPrioritizedReplayBuffer(TlPrioritizedReplayBuffer):
+class AsyncTlPrioritizedReplayBuffer(ReplayBuffer):
     """``ReplayBuffer(prioritized=True, time_limit=True, shared_memory=True)``."""
 
-    shared_memory = True
+    prioritized = time_limit = shared_memory = True
 
 
-class AsyncUniformSequenceReplayBuffer(UniformSequenceReplayBuffer):
+class AsyncUniformSequenceReplayBuffer(SequenceReplayBuffer):
     """``SequenceReplayBuffer(shared_memory=True)``."""
 
     shared_memory = True
 
 
-class AsyncPrioritizedSequenceReplayBuffer(PrioritizedSequenceReplayBuffer):
+class AsyncPrioritizedSequenceReplayBuffer(SequenceReplayBuffer):
     """``SequenceReplayBuffer(prioritized=True, shared_memory=True)``."""
 
-    shared_memory = True
+    prioritized = shared_memory = True
 
 
-class AsyncUniformSequenceReplayFrameBuffer(UniformSequenceReplayFrameBuffer):
+class AsyncUniformSequenceReplayFrameBuffer(SequenceReplayBuffer):
     """``SequenceReplayBuffer(frame_based=True, shared_memory=True)``."""
 
-    shared_memory = True
+    frame_based = shared_memory = True
 
 
-class AsyncPrioritizedSequenceReplayFrameBuffer(PrioritizedSequenceReplayFrameBuffer):
+class AsyncPrioritizedSequenceReplayFrameBuffer(SequenceReplayBuffer):
     """``SequenceReplayBuffer(prioritized=True, frame_based=True, shared_memory=True)``."""
 
-    shared_memory = True
+    prioritized = frame_based = shared_memory = True

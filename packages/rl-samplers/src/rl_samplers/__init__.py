@@ -9,8 +9,7 @@ from ._async import (
     AsyncCpuSampler,
     AsyncGpuSampler,
     AsyncNoOverlapAlternatingSampler,
-    AsyncParallelSamplerMixin,
-    AsyncSamplerMixin,
+    AsyncSampler,
     AsyncSerialSampler,
     DbCpuResetCollector,
     DbCpuWaitResetCollector,
@@ -37,16 +36,16 @@ from ._collectors import (
 from ._env import Env
 from ._env_checker import EnvCheckError, check_env
 from ._env_state import UnsavedState, load_state, state_of
-from ._gpu import (
-    AlternatingSampler,
-    GpuEvalCollector,
-    GpuResetCollector,
-    GpuSampler,
-    GpuWaitResetCollector,
-    NoOverlapAlternatingSampler,
-)
+from ._gpu import GpuEvalCollector, GpuResetCollector, GpuWaitResetCollector
 from ._gym import EnvInfoWrapper, GymEnvWrapper, GymSpaceWrapper, InfoActionMask, make
-from ._parallel import CpuSampler, ParallelSamplerBase
+from ._parallel import (
+    AlternatingSampler,
+    CpuSampler,
+    GpuSampler,
+    NoOverlapAlternatingSampler,
+    ParallelSampler,
+    ParallelSamplerBase,
+)
 from ._rsl_rl import RslRlVecEnvAdapter
 from ._serial import SerialSampler
 from ._spaces import Composite, FloatBox, IntBox, Space
@@ -66,9 +65,8 @@ __all__ = [
     "AsyncCpuSampler",
     "AsyncGpuSampler",
     "AsyncNoOverlapAlternatingSampler",
-    "AsyncParallelSamplerMixin",
+    "AsyncSampler",
     "AsyncSamplerAgent",
-    "AsyncSamplerMixin",
     "AsyncSerialSampler",
     "AtariEnv",
     "AtariTrajInfo",
@@ -99,6 +97,7 @@ __all__ = [
     "InfoActionMask",
     "IntBox",
     "NoOverlapAlternatingSampler",
+    "ParallelSampler",
     "ParallelSamplerBase",
     "RslRlVecEnvAdapter",
     "SamplerAgent",

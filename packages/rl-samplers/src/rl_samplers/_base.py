@@ -4,13 +4,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from rl_arrays import BatchSpec, as_count
 
-from ._agent import SamplerAgent
+from ._agent import AsyncSamplerAgent, SamplerAgent
 from ._collectors import BaseCollector
 from ._env import Env
 from ._samples_buffer import build_samples_buffer, get_example_outputs
@@ -30,6 +30,9 @@ class BaseSampler:
     """
 
     agent_in_workers = False  # whether worker processes run copies of the agent
+    # Whether it samples in a process of its own, beside the optimiser's (``AsyncSampler``
+    # sets it): the acting parameters then come from the training process's shared memory.
+    asynchronous = False
     agent: SamplerAgent
 
     def __init__(
@@ -77,6 +80,7 @@ class BaseSampler:
         self.eval_n_envs = eval_n_envs
         self.eval_env_kwargs = dict(self.env_kwargs if eval_env_kwargs is None else eval_env_kwargs)
         self.eval_max_trajectories = eval_max_trajectories
+        self.global_B = batch_B  # environments across every rank (initialize's world_size)
 
     @property
     def batch_size(self) -> int:
@@ -92,7 +96,7 @@ class BaseSampler:
         children = self._seeds(seed, rank).spawn(offset + n)[offset:]
         return [int(c.generate_state(1)[0]) for c in children]
 
-    def _examples(
+    def make_examples(
         self, agent: SamplerAgent, traj_info_kwargs: dict[str, Any] | None
     ) -> dict[str, Any]:
         """One example of every field, from one real step of a fresh environment."""
@@ -113,7 +117,7 @@ class BaseSampler:
     ) -> dict[str, Any]:
         """Examples, and the batch as ``samples_pyt`` / ``samples_np``; ``buffers`` lists
         every batch buffer the collectors may be told to fill (the async samplers have two)."""
-        examples = self._examples(agent, traj_info_kwargs)
+        examples = self.make_examples(agent, traj_info_kwargs)
         self.samples_pyt, self.samples_np = build_samples_buffer(
             examples, self.batch_spec, bootstrap_value, shared
         )
@@ -134,14 +138,24 @@ class BaseSampler:
         example of every field (to size replay buffers)."""
         raise NotImplementedError
 
-    def _refresh_agent(self) -> None:
-        """Before each batch or evaluation: bring the parameters that act up to date."""
+    def launch(
+        self, affinity: dict[str, Any] | None, seed: int | None, rank: int, examples: dict[str, Any]
+    ) -> None:
+        """Make the environments (or start the workers) of a sampler whose agent and buffers
+        are set: the second stage of an asynchronous sampler, in its own process."""
+        raise NotImplementedError
+
+    def refresh_agent(self) -> None:
+        """Before each batch or evaluation: bring the parameters that act up to date (from
+        the training process's, when sampling runs asynchronously)."""
+        if self.asynchronous:
+            cast(AsyncSamplerAgent, self.agent).recv_shared_memory()
 
     def obtain_samples(self, itr: int) -> tuple[Any, Sequence[TrajInfo]]:
         """One batch: ``(samples as torch tensors [T, B], completed trajectory infos)``."""
-        return self.samples_pyt, self._collect(itr, 0)
+        return self.samples_pyt, self.collect(itr, 0)
 
-    def _collect(self, itr: int, db_idx: int) -> list[TrajInfo]:
+    def collect(self, itr: int, db_idx: int) -> list[TrajInfo]:
         """Fill ``self.buffers[db_idx]``; return the trajectory infos completed."""
         raise NotImplementedError
 

@@ -1,7 +1,10 @@
-"""Parallel samplers: worker processes step the environments into one shared batch.
+"""The parallel sampler: worker processes step the environments into one shared batch.
 
-``CpuSampler``: each worker also runs a copy of the agent, whose parameters live in shared
-memory.  Workers start with the platform's default method or ``start_method`` ("fork",
+Who runs the agent is its choice: each worker runs a copy of it, whose parameters live in
+shared memory (rlpyt's ``CpuSampler``), or the main process acts for every worker at once, as
+an action server (``GpuSampler``; with two groups of workers taking turns,
+``AlternatingSampler`` and ``NoOverlapAlternatingSampler``): see ``_action_server``.  rlpyt's
+names are presets of ``ParallelSampler``, at the end of this module.  Workers start with the platform's default method or ``start_method`` ("fork",
 "forkserver", "spawn"); with the latter two the environment class, its kwargs and the agent
 must pickle.  A worker whose code raises makes ``obtain_samples`` raise a ``RuntimeError``
 with its traceback; one that dies, or says nothing for ``worker_timeout`` seconds, a
@@ -21,7 +24,6 @@ import signal
 import time
 from collections.abc import Callable, Iterable
 from multiprocessing.connection import Connection, wait
-from multiprocessing.context import BaseContext
 from multiprocessing.process import BaseProcess
 from typing import Any, Literal, NoReturn
 
@@ -31,9 +33,11 @@ import torch.multiprocessing  # noqa: F401  (registers the pickling of shared te
 
 from rl_arrays import EnvSpaces, np_mp_array, signals_held_for_children
 
+from ._action_server import ActionServer, Alternating
 from ._agent import SamplerAgent
 from ._base import BaseSampler
 from ._collectors import BaseCollector, CpuResetCollector, SerialEvalCollector
+from ._gpu import GpuEvalCollector, GpuResetCollector
 from ._traj_info import TrajInfo
 from ._worker import (
     COLLECT,
@@ -46,7 +50,14 @@ from ._worker import (
     sampling_process,
 )
 
-__all__ = ["CpuSampler", "ParallelSamplerBase"]
+__all__ = [
+    "AlternatingSampler",
+    "CpuSampler",
+    "GpuSampler",
+    "NoOverlapAlternatingSampler",
+    "ParallelSampler",
+    "ParallelSamplerBase",
+]
 
 WORKER_START_TIMEOUT = 300.0  # (at least: imports and making the envs may take a while)
 
@@ -65,23 +76,47 @@ def _env_slice(samples_np: Any, start: int, stop: int) -> Any:
     return samples_np._replace(agent=agent, env=samples_np.env[:, start:stop])
 
 
-class ParallelSamplerBase(BaseSampler):
+class ParallelSampler(BaseSampler):
     """Worker processes, each stepping a share of the ``batch_B`` environments.
 
-    ``worker_timeout``: seconds a worker may take to answer (a batch, an evaluation, a step
-    of the action server) before the run stops with a ``WorkerTimeout`` naming it."""
+    ``action_server``: False, each worker runs its own copy of the agent (on the CPU,
+    parameters shared with this process's agent); True, workers only step environments and
+    this process selects every action in one agent call per step (``ActionServer``), then
+    ``alternating`` may split the workers in two groups that take turns (``"overlap"`` or
+    ``"no_overlap"``).  The collectors default to those the choice needs.
 
-    agent_in_workers = True
-    report_evaluation = False  # whether workers send each evaluation episode as it ends
+    ``worker_timeout``: seconds a worker may take to answer (a batch, an evaluation, a step
+    of the action server) before the run stops with a ``WorkerTimeout`` naming it.
+
+    Evaluation with agents in the workers: each worker runs its share of
+    ``eval_max_trajectories`` (in proportion to its evaluation envs), so which episodes count
+    does not depend on timing."""
 
     def __init__(
         self,
         *args: Any,
+        action_server: bool = False,
+        alternating: Alternating = None,
+        CollectorCls: type[BaseCollector] | None = None,
+        eval_CollectorCls: type | None = None,
         start_method: StartMethod | None = None,
         worker_timeout: float = 300.0,
         **kwargs: Any,
     ):
-        super().__init__(*args, **kwargs)
+        if alternating is not None and not action_server:
+            raise ValueError("alternating groups of workers need the action server")
+        if CollectorCls is None:
+            CollectorCls = GpuResetCollector if action_server else CpuResetCollector
+        if eval_CollectorCls is None:
+            eval_CollectorCls = GpuEvalCollector if action_server else SerialEvalCollector
+        super().__init__(
+            *args, CollectorCls=CollectorCls, eval_CollectorCls=eval_CollectorCls, **kwargs
+        )
+        self.server = ActionServer(self, alternating) if action_server else None
+        self.agent_in_workers = not action_server
+        # The action server stops an evaluation once enough episodes are in: workers send
+        # each evaluation episode as it ends.
+        self.report_evaluation = action_server
         if start_method is not None and start_method not in mp.get_all_start_methods():
             raise ValueError(
                 f"start_method must be one of {mp.get_all_start_methods()}, got {start_method!r}"
@@ -96,7 +131,7 @@ class ParallelSamplerBase(BaseSampler):
         self.worker_timeout = float(worker_timeout)
         self.workers: list[BaseProcess] = []
         self.links: list[Connection] = []  # this process's end of each worker's link
-        self._child_ends: list[Connection] = []  # the next worker's ends, closed once it runs
+        self.child_ends: list[Connection] = []  # the next worker's ends, closed once it runs
         self._busy: set[int] = set()  # the workers that owe an answer
         self._exit_hook: Callable[[], None] | None = None  # kills the workers at exit
 
@@ -122,7 +157,7 @@ class ParallelSamplerBase(BaseSampler):
             env.close()
         examples = self._examples_and_buffer(agent, bootstrap_value, traj_info_kwargs, shared=True)
         self.agent = agent
-        self._global_B = B * world_size
+        self.global_B = B * world_size
         self._launch_workers(affinity, seed, rank, examples)
         return examples
 
@@ -166,12 +201,13 @@ class ParallelSamplerBase(BaseSampler):
         )
         self.splits = np.array_split(np.arange(B), n_workers)
         self.eval_splits = np.array_split(np.arange(self.eval_n_envs), n_workers)
-        self._prepare_workers(ctx, examples, self.splits, self.eval_splits)
+        if self.server is not None:
+            self.server.prepare(ctx, examples)
         try:
             for w, (envs, eval_envs) in enumerate(zip(self.splits, self.eval_splits, strict=True)):
                 start, stop = int(envs[0]), int(envs[-1]) + 1
                 link, child_link = ctx.Pipe()
-                self._child_ends.append(child_link)
+                self.child_ends.append(child_link)
                 worker = dict(
                     rank=w,
                     link=child_link,
@@ -179,7 +215,7 @@ class ParallelSamplerBase(BaseSampler):
                     cpus=workers_cpus[w] if workers_cpus else None,
                     torch_threads=affinity.get("worker_torch_threads", 1),
                     env_seeds=[env_seeds[b] for b in envs],
-                    global_B=self._global_B,
+                    global_B=self.global_B,
                     env_ranks=[rank * B + int(b) for b in envs],
                     eval_env_seeds=[eval_seeds[b] for b in eval_envs],
                     buffers=[_env_slice(buffer, start, stop) for buffer in self.buffers],
@@ -198,10 +234,11 @@ class ParallelSamplerBase(BaseSampler):
                 self._busy.add(w)  # (until it says it is ready)
                 # Only the worker holds its ends now (a later fork does not inherit them), so
                 # they close when it ends, however it ends.
-                for end in self._child_ends:
+                for end in self.child_ends:
                     end.close()
-                self._child_ends.clear()
-                self._worker_started(w, process)
+                self.child_ends.clear()
+                if self.server is not None:
+                    self.server.worker_started(w, process)
             # Workers ignore SIGTERM, which is how multiprocessing ends daemon children at exit
             # (then waits for them): a script that ends without shutdown() would hang there.
             # Registered after multiprocessing's own exit hook, this one runs first.
@@ -210,33 +247,30 @@ class ParallelSamplerBase(BaseSampler):
         except BaseException:
             self.shutdown()
             raise
-        self._gather(max(self.worker_timeout, WORKER_START_TIMEOUT))  # every worker is ready
+        self.gather(max(self.worker_timeout, WORKER_START_TIMEOUT))  # every worker is ready
+        if self.server is not None:
+            self.server.workers_ready()
 
     def _initialize_agent(
         self, agent: SamplerAgent, spaces: EnvSpaces, global_B: int, env_ranks: Iterable[int]
     ) -> None:
-        agent.initialize(spaces, share_memory=True, global_B=global_B, env_ranks=list(env_ranks))
-
-    def _prepare_workers(
-        self,
-        ctx: BaseContext,
-        examples: dict[str, Any],
-        splits: list[np.ndarray],
-        eval_splits: list[np.ndarray],
-    ) -> None:
-        """Hook: shared state the workers need beyond the batch (the GPU sampler's)."""
+        share = self.agent_in_workers  # (the workers' copies share its parameters)
+        agent.initialize(spaces, share_memory=share, global_B=global_B, env_ranks=list(env_ranks))
 
     def _worker_extras(self, rank: int) -> dict[str, Any]:
-        """Hook: extra per-worker arguments (pipe ends for the worker alone go in
-        ``self._child_ends``: they are closed here once it has started)."""
-        return {}
-
-    def _worker_started(self, rank: int, process: BaseProcess) -> None:
-        """Hook: worker ``rank`` runs as ``process``."""
+        """Extra arguments of worker ``rank`` (pipe ends for the worker alone go in
+        ``self.child_ends``: they are closed once it has started)."""
+        if self.server is not None:
+            return self.server.worker_extras(rank)
+        limit, n_envs = self.eval_max_trajectories, len(self.eval_splits[rank])
+        if limit is None or not n_envs:
+            return {}
+        share = -(-limit * n_envs // self.eval_n_envs)  # (rounded up: the shares cover it)
+        return dict(eval_collector_kwargs=dict(max_trajectories=share))
 
     # ------------------------------------------------------------------ talking to workers
 
-    def _command(self, command: int, itr: int = 0, db_idx: int = 0) -> None:
+    def command(self, command: int, itr: int = 0, db_idx: int = 0) -> None:
         self.stop_flag[0] = 0
         self._busy = set(range(len(self.links)))
         for w, link in enumerate(self.links):
@@ -247,7 +281,7 @@ class ParallelSamplerBase(BaseSampler):
                 pass
             self._died(w)
 
-    def _gather(self, timeout: float | None = None, answered: Iterable[int] = ()) -> list[TrajInfo]:
+    def gather(self, timeout: float | None = None, answered: Iterable[int] = ()) -> list[TrajInfo]:
         """The workers' answers to the last command (but those in ``answered``): their
         trajectory infos, worker by worker.  Waits without polling: for an answer, or a
         worker's end; raises if one fails, dies, or says nothing for ``timeout`` seconds
@@ -264,12 +298,12 @@ class ParallelSamplerBase(BaseSampler):
             if not ready:
                 self._timed_out(waiting, timeout)
             for w in sorted({ends[end] for end in ready}):
-                done = self._receive(w, infos[w])
+                done = self.receive(w, infos[w])
                 if done:
                     waiting.remove(w)
         return [info for w in sorted(infos) for info in infos[w]]
 
-    def _receive(self, w: int, infos: list[TrajInfo]) -> bool:
+    def receive(self, w: int, infos: list[TrajInfo]) -> bool:
         """Take in what worker ``w`` has sent (into ``infos``); True once it said it is
         done.  Raises if it failed or died."""
         link = self.links[w]
@@ -311,31 +345,45 @@ class ParallelSamplerBase(BaseSampler):
             processes[0].pid,
         )
 
-    def _failed(self, w: int) -> NoReturn:
+    def failed(self, w: int) -> NoReturn:
         """Worker ``w`` missed a step: raise its error, its end, or (it runs) a timeout."""
-        self._receive(w, [])
+        self.receive(w, [])
         if wait([self.workers[w].sentinel], 0):  # (ending: its sentinel came before its exit)
             self._died(w)
         self._timed_out([w], self.worker_timeout)
 
     # ------------------------------------------------------------------ the life cycle
 
-    def _refresh_agent(self) -> None:
-        """Make the latest parameters visible to the workers' agent copies."""
-        self.agent.sync_shared_memory()
+    def launch(
+        self, affinity: dict[str, Any] | None, seed: int | None, rank: int, examples: dict[str, Any]
+    ) -> None:
+        """Start the workers of an allocated sampler (an asynchronous sampler's second
+        stage, in its own process)."""
+        self._launch_workers(affinity, seed, rank, examples)
 
-    def _collect(self, itr: int, db_idx: int) -> list[TrajInfo]:
-        """Fill ``self.buffers[db_idx]``; return the trajectory infos completed."""
-        self._refresh_agent()
-        self._command(COLLECT, itr, db_idx)
-        return self._gather()
+    def refresh_agent(self) -> None:
+        """Make the latest parameters visible to the agent that acts: the workers' copies
+        share this process's (an action server acts with this process's own)."""
+        if self.asynchronous or self.server is not None:
+            super().refresh_agent()
+        else:
+            self.agent.sync_shared_memory()
+
+    def collect(self, itr: int, db_idx: int) -> list[TrajInfo]:
+        if self.server is not None:
+            return self.server.collect(itr, db_idx)
+        self.refresh_agent()
+        self.command(COLLECT, itr, db_idx)
+        return self.gather()
 
     def evaluate_agent(self, itr: int) -> list[TrajInfo]:
         if self.eval_n_envs == 0:
             raise RuntimeError("this sampler was made with eval_n_envs=0")
-        self._refresh_agent()
-        self._command(EVALUATE, itr)
-        return self._gather()[: self.eval_max_trajectories]
+        if self.server is not None:
+            return self.server.evaluate(itr)
+        self.refresh_agent()
+        self.command(EVALUATE, itr)
+        return self.gather()[: self.eval_max_trajectories]
 
     def shutdown(self, kill: Iterable[int] = ()) -> None:
         """End every worker: ask those waiting for a command to quit (they close their
@@ -361,9 +409,11 @@ class ParallelSamplerBase(BaseSampler):
             if process.is_alive():
                 process.kill()
                 process.join(timeout=5)
-        for end in links + self._child_ends:
+        for end in links + self.child_ends:
             end.close()
-        self._child_ends.clear()
+        self.child_ends.clear()
+        if self.server is not None:
+            self.server.close()
 
 
 def _kill_at_exit(workers: list[BaseProcess]) -> None:
@@ -394,27 +444,37 @@ def _state(pid: int | None) -> str:
         return "state unknown"
 
 
-class CpuSampler(ParallelSamplerBase):
-    """Each worker steps its environments with its own copy of the agent (on the CPU,
-    parameters shared with the main process's agent).
+ParallelSamplerBase = ParallelSampler  # (rlpyt's name of what the parallel samplers shared)
 
-    Evaluation: each worker runs its share of ``eval_max_trajectories`` (in proportion to
-    its evaluation envs), so which episodes count does not depend on timing."""
 
-    def __init__(
-        self,
-        *args: Any,
-        CollectorCls: type[BaseCollector] = CpuResetCollector,
-        eval_CollectorCls: type[SerialEvalCollector] = SerialEvalCollector,
-        **kwargs: Any,
-    ):
-        super().__init__(
-            *args, CollectorCls=CollectorCls, eval_CollectorCls=eval_CollectorCls, **kwargs
-        )
+# rlpyt's parallel samplers: presets of ParallelSampler.
 
-    def _worker_extras(self, rank: int) -> dict[str, Any]:
-        limit, n_envs = self.eval_max_trajectories, len(self.eval_splits[rank])
-        if limit is None or not n_envs:
-            return {}
-        share = -(-limit * n_envs // self.eval_n_envs)  # (rounded up: the shares cover it)
-        return dict(eval_collector_kwargs=dict(max_trajectories=share))
+
+class CpuSampler(ParallelSampler):
+    """Each worker steps its environments with its own copy of the agent."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+
+
+class GpuSampler(ParallelSampler):
+    """Workers step environments; this process acts for all of them in one batch."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, action_server=True, **kwargs)
+
+
+class AlternatingSampler(ParallelSampler):
+    """The action server with two groups of workers whose stepping overlaps: needs an even
+    number of workers; a recurrent agent must keep one state per group."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, action_server=True, alternating="overlap", **kwargs)
+
+
+class NoOverlapAlternatingSampler(ParallelSampler):
+    """Alternating, but one group's environments step only once the other group's are done:
+    two workers pinned to the same core never compete for it."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, action_server=True, alternating="no_overlap", **kwargs)

@@ -57,6 +57,13 @@ class SerialSampler(BaseSampler):
         self._start_collectors(seed, rank)
         return examples
 
+    def launch(
+        self, affinity: dict[str, Any] | None, seed: int | None, rank: int, examples: dict[str, Any]
+    ) -> None:
+        """Make the environments and start collecting (the agent and buffers are set)."""
+        self._make_envs(seed, rank)
+        self._start_collectors(seed, rank)
+
     def _make_envs(self, seed: int | None, rank: int) -> None:
         B = self.batch_spec.B
         self.envs = [self.EnvCls(**self.env_kwargs) for _ in range(B)]
@@ -90,9 +97,9 @@ class SerialSampler(BaseSampler):
                 self.eval_max_trajectories,
             )
 
-    def _collect(self, itr: int, db_idx: int) -> list[TrajInfo]:
+    def collect(self, itr: int, db_idx: int) -> list[TrajInfo]:
         """Fill ``self.buffers[db_idx]``; return the trajectory infos completed."""
-        self._refresh_agent()
+        self.refresh_agent()
         self.collector.samples_np = self.buffers[db_idx]
         self.collector.reset_if_needed(self.agent_inputs)
         self.agent_inputs, self.traj_infos, completed = self.collector.collect_batch(
@@ -137,7 +144,7 @@ class SerialSampler(BaseSampler):
     def evaluate_agent(self, itr: int) -> list[TrajInfo]:
         if self.eval_n_envs == 0:
             raise RuntimeError("this sampler was made with eval_n_envs=0")
-        self._refresh_agent()
+        self.refresh_agent()
         return self.eval_collector.collect_evaluation(itr)
 
     def shutdown(self) -> None:
