@@ -32,6 +32,11 @@ from packaging.version import Version
 ROOT = Path(__file__).parent
 PACKAGES = ROOT / "packages"
 TORCH = "torch==2.13.0"
+# pip byte-compiles every module it installs: torch installed into a fresh venv in 107 s with
+# that and in 38 s without (the loaded 2-core machine, 2026-11-29), in each of the run's
+# sessions. A session imports a small part of what it installs, which Python compiles on first
+# import: so installs skip it.
+NO_COMPILE = ["--no-compile"]
 TEST_TOOLS = ["pytest", "hypothesis"]
 # One pytest worker per core (`-n auto`), each taking the next test as it gets free (the tests'
 # durations vary from milliseconds to a minute); tests marked `serial` run after them, alone.
@@ -227,13 +232,13 @@ def _install(session: nox.Session, spec: str, *tools: str) -> dict[str, set[str]
     needed)."""
     closure = _closure(spec)
     if "torch" in _third_party(closure):
-        session.install(TORCH)
+        session.install(*NO_COMPILE, TORCH)
     wheels = _wheels(session, sorted(closure))
     paths = [
         f"{wheels[dist]}[{','.join(sorted(extras))}]" if extras else str(wheels[dist])
         for dist, extras in closure.items()
     ]
-    session.install(*tools, *paths)
+    session.install(*NO_COMPILE, *tools, *paths)
     return closure
 
 
@@ -416,7 +421,7 @@ def _install_fresh(session: nox.Session, spec: str, smoke: str) -> None:
     session.run(sys.executable, "-m", "venv", str(tmp / "venv"), external=True)
     python = str(tmp / "venv" / "bin" / "python")
     closure = _closure(spec)
-    pip = [python, "-m", "pip", "install", "--quiet"]
+    pip = [python, "-m", "pip", "install", "--quiet", *NO_COMPILE]
     if "torch" in _third_party(closure):
         session.run(*pip, TORCH, external=True)
     taken = [str(wheel) for wheel in DIST.glob("*.whl") if _dist_of(wheel) in TAKEN_ON_PYPI]
@@ -553,7 +558,7 @@ def _test_against(session: nox.Session, dist: str, older: dict[str, tuple[str, s
         (wheels[sibling],) = tmp.glob(f"{sibling.replace('-', '_')}-{version}-*.whl")
     python = str(tmp / "venv" / "bin" / "python")
     session.run(sys.executable, "-m", "venv", str(tmp / "venv"), external=True)
-    pip = [python, "-m", "pip", "install", "--quiet"]
+    pip = [python, "-m", "pip", "install", "--quiet", *NO_COMPILE]
     if "torch" in _third_party(closure):
         session.run(*pip, TORCH, external=True)
     paths = [
@@ -695,7 +700,7 @@ def benchmarks(session: nox.Session) -> None:
     peers = ["stable-baselines3", "rsl-rl-lib"]
     # MuJoCo for sac_halfcheetah.py, matplotlib for the curves it draws, pytest for gpu.py's
     # run of the tests marked cuda.
-    session.install(TORCH, *peers, *TEST_TOOLS, "gymnasium[mujoco]", "matplotlib")
+    session.install(*NO_COMPILE, TORCH, *peers, *TEST_TOOLS, "gymnasium[mujoco]", "matplotlib")
     scripts = sorted((ROOT / "benchmarks").glob("*.py"))
     if not scripts:
         session.log("no benchmarks/*.py yet")
