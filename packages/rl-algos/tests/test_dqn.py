@@ -353,7 +353,7 @@ def test_double_dqn_draws_all_batches_at_once(monkeypatch):
     algo, _, draws = drawing_dqn(target_update_interval=3, double_dqn=True)
     algo.optimize_agent(1, indexed_samples(4, 2, 2))
     assert draws == [8]  # the online net chooses a': nothing to compute ahead
-    monkeypatch.setattr("rl_algos._replay_algo._DRAW_BYTES", 3 * 4 * (2 * 8))
+    monkeypatch.setattr("rl_algos._replay_updates._DRAW_BYTES", 3 * 4 * (2 * 8))
     algo.optimize_agent(2, indexed_samples(4, 2, 2, seed=1))
     assert draws == [8, 3, 3, 2]  # 3 batches of 4 observations and next ones (8 bytes each)
 
@@ -383,7 +383,7 @@ def test_targets_computed_per_draw_train_as_computed_per_update(interval, bootst
 
 
 def test_observation_bytes_counts_every_array_of_an_observation():
-    from rl_algos._replay_algo import observation_bytes
+    from rl_algos._replay_feed import observation_bytes
 
     def buffer(observation):
         example = SamplesToBuffer(observation, np.int64(0), np.float32(0), np.bool_(False))

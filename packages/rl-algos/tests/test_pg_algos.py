@@ -28,7 +28,7 @@ from rl_algos import (
     valid_from_done,
 )
 from rl_algos._pg import clip_grad_norm
-from rl_algos._ppo import _split_slices
+from rl_algos._ppo_minibatches import _split_slices
 from rl_arrays import AgentInputs, AgentSamples, BatchSpec, Samples, numpify_buffer
 
 OBS, ACTIONS = 4, 3

@@ -12,7 +12,7 @@ from test_dqn import QAgent, indexed_samples
 from test_dqn import examples as dqn_examples
 from test_qpg_algos import SMALL, FakeDdpgAgent, FakeSacAgent, examples, params, random_samples
 
-import rl_algos._replay_algo as replay_algo
+import rl_algos._replay_updates as replay_updates
 from rl_algos import DDPG, DQN, SAC, TD3, CategoricalDQN
 from rl_arrays import BatchSpec
 from rl_replay import DeviceSumTree
@@ -143,8 +143,8 @@ def test_replayed_batches_are_not_converted_or_copied_again(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("a batch gathered on the agent's device was converted again")
 
-    monkeypatch.setattr(replay_algo, "buffer_to", refuse)
-    monkeypatch.setattr(replay_algo, "torchify_buffer", refuse)
+    monkeypatch.setattr(replay_updates, "buffer_to", refuse)
+    monkeypatch.setattr(replay_updates, "torchify_buffer", refuse)
     qpg_run("SAC", "cpu", itrs=2)
     dqn_run("cpu", prioritized=True, itrs=2)
 

@@ -20,11 +20,8 @@ from rl_runners_toys import (
 
 import rl_runners
 from rl_runners import MinibatchRl, MinibatchRlEval, logger_context
-from rl_runners._minibatch_rl import (
-    SMALL_MODEL_PARAMETERS,
-    default_torch_threads,
-    mid_batch_reset,
-)
+from rl_runners._minibatch_rl import mid_batch_reset
+from rl_runners._process import SMALL_MODEL_PARAMETERS, default_torch_threads
 from rl_runners._protocols import protocol_members
 
 RUNNER_COLUMNS = [

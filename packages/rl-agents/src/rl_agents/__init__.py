@@ -65,7 +65,7 @@ from ._dqn_models import (
     DuelingHeadModel,
     R2d1MlpModel,
 )
-from ._inference import InferencePolicy, RecurrentInferencePolicy, export_policy
+from ._inference import export_policy
 from ._model_components import Conv2dHeadModel, Conv2dModel, MlpModel, RunningMeanStdModel
 from ._model_kwargs import AtariMixin, MujocoMixin, VectorCategoricalMixin
 from ._model_utils import (
@@ -107,6 +107,7 @@ from ._pg_models import (
     MujocoLstmModel,
     RnnState,
 )
+from ._policies import InferencePolicy, RecurrentInferencePolicy
 from ._qpg_agents import AgentInfoDdpg, AgentInfoSac, DdpgAgent, SacAgent, Td3Agent
 from ._qpg_models import MuMlpModel, PiMlpModel, QofMuMlpModel
 from ._weights import load_weights

@@ -26,7 +26,6 @@ from rl_arrays import (
 )
 
 from ._base_agent import ModelFactory
-from ._inference import agent_inference_policy
 from ._model_components import MlpModel, RunningMeanStdModel
 from ._model_kwargs import action_size_of, n_actions
 from ._pg_agents import (
@@ -36,6 +35,7 @@ from ._pg_agents import (
     RecurrentCategoricalPgAgent,
     RecurrentGaussianPgAgent,
 )
+from ._policies import agent_inference_policy
 
 __all__ = [
     "ActorCriticRnnState",

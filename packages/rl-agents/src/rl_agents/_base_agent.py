@@ -8,9 +8,6 @@ the package README.
 from __future__ import annotations
 
 import abc
-import inspect
-import multiprocessing as mp
-import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, cast
 
@@ -21,52 +18,13 @@ from rl_arrays import EnvSpaces, buffer_func, buffer_method, buffer_to
 
 from ._action_mask import MASK_FIELD, ActionMaskedModel, is_action_masked, model_env_spaces
 from ._distributions import DiscreteMixin, Distribution
-from ._model_utils import set_training_mode, strip_ddp_state_dict
+from ._model_sharing import PipeLock, publish, receive
+from ._model_utils import set_training_mode, strip_ddp_state_dict, wrap_data_parallel
 
 __all__ = ["AlternatingRecurrentAgentMixin", "BaseAgent", "RecurrentAgentMixin"]
 
 # What an agent's ModelCls is: a model class, or any callable that builds a model from kwargs.
 ModelFactory = Callable[..., torch.nn.Module]
-
-# DistributedDataParallel's option not to broadcast buffers at every forward pass, as named
-# since torch 2.13 (before: broadcast_buffers, now deprecated).
-_NO_FORWARD_BUFFER_SYNC: dict[str, Any] = (
-    {"forward_sync_buffers": False}
-    if "forward_sync_buffers" in inspect.signature(DistributedDataParallel).parameters
-    else {"broadcast_buffers": False}
-)
-
-
-class _PipeLock:
-    """The lock over an agent's shared model, between processes: its one token is a byte in
-    a pipe, which ``acquire`` takes out (waiting in the kernel; a signal interrupts the wait,
-    Ctrl-C raises there) and ``release`` puts back. The pipe passes to children as file
-    descriptors under every start method: nothing has a name in /dev/shm, so nothing is left
-    there however the processes end (a multiprocessing lock under spawn is a named
-    semaphore, which a ``kill -9`` of the whole group leaves behind)."""
-
-    def __init__(self) -> None:
-        self._reader, self._writer = mp.Pipe(duplex=False)
-        self.release()
-
-    def __getstate__(self) -> dict[str, Any]:
-        mp.context.assert_spawning(self)  # (as a multiprocessing lock: to children only)
-        return {"reader": self._reader, "writer": self._writer}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self._reader, self._writer = state["reader"], state["writer"]
-
-    def acquire(self) -> None:
-        os.read(self._reader.fileno(), 1)
-
-    def release(self) -> None:
-        os.write(self._writer.fileno(), b"\1")
-
-    def __enter__(self) -> None:
-        self.acquire()
-
-    def __exit__(self, *exc: object) -> None:
-        self.release()
 
 
 class BaseAgent(abc.ABC):
@@ -114,7 +72,7 @@ class BaseAgent(abc.ABC):
         self._mode: str | None = None
         self._send_count: torch.Tensor | None = None
         self._recv_count = 0
-        self._rw_lock: _PipeLock | None = None
+        self._rw_lock: PipeLock | None = None
 
     # -------------------------------------------------------------------- setup
 
@@ -167,7 +125,7 @@ class BaseAgent(abc.ABC):
             model.share_memory()
             self.shared_model = model
             self._send_count = torch.zeros((), dtype=torch.int64).share_memory_()
-            self._rw_lock = _PipeLock()
+            self._rw_lock = PipeLock()
 
     def _make_model(self) -> torch.nn.Module:
         if self.ModelCls is None:
@@ -217,13 +175,7 @@ class BaseAgent(abc.ABC):
             )
         model = self._require_model()
         if not isinstance(model, DistributedDataParallel):
-            if self.device.type == "cuda":
-                index = self.device.index
-                self.model = DistributedDataParallel(
-                    model, device_ids=[index], output_device=index, **_NO_FORWARD_BUFFER_SYNC
-                )
-            else:
-                self.model = DistributedDataParallel(model, **_NO_FORWARD_BUFFER_SYNC)
+            self.model = wrap_data_parallel(model, self.device)
         return self.device.index if self.device.type == "cuda" else None
 
     def leave_data_parallel(self) -> None:
@@ -244,14 +196,12 @@ class BaseAgent(abc.ABC):
             return
         shared, send_count, lock = self._require_shared("async_cpu")
         model = self._make_model()
-        with lock:
-            model.load_state_dict(shared.state_dict())
-            self._recv_count = int(send_count)
+        self._recv_count = receive(model, shared, send_count, lock)
         if share_memory:
             model.share_memory()
         self.model = model
 
-    def _require_shared(self, what: str) -> tuple[torch.nn.Module, torch.Tensor, _PipeLock]:
+    def _require_shared(self, what: str) -> tuple[torch.nn.Module, torch.Tensor, PipeLock]:
         """The shared model, the count of updates sent to it and the lock over both."""
         if self.shared_model is None or self._send_count is None or self._rw_lock is None:
             raise RuntimeError(f"{what}() needs the agent initialized with share_memory=True")
@@ -270,11 +220,7 @@ class BaseAgent(abc.ABC):
         """In the training process (asynchronous mode): publish the current parameters to
         the shared model under the lock, and count the update so the sampler knows."""
         shared, send_count, lock = self._require_shared("send_shared_memory")
-        model = self._plain_model()
-        with lock:
-            if model is not shared:
-                shared.load_state_dict(model.state_dict())
-            send_count.add_(1)
+        publish(self._plain_model(), shared, send_count, lock)
 
     def recv_shared_memory(self) -> None:
         """In the sampler's process (asynchronous mode): if an update was sent since the
@@ -284,9 +230,7 @@ class BaseAgent(abc.ABC):
         model = self._plain_model()
         if model is shared or int(send_count) == self._recv_count:
             return
-        with lock:
-            model.load_state_dict(shared.state_dict())
-            self._recv_count = int(send_count)
+        self._recv_count = receive(model, shared, send_count, lock)
 
     # ------------------------------------------------------------------- modes
 

@@ -26,9 +26,9 @@ from ._dqn_models import (
     DqnMlpModel,
     R2d1MlpModel,
 )
-from ._inference import agent_inference_policy
 from ._model_kwargs import atari_model_kwargs, vector_model_kwargs
 from ._model_utils import polyak_update, strip_ddp_state_dict
+from ._policies import agent_inference_policy
 
 __all__ = [
     "AgentInfoCatDqn",

@@ -1,13 +1,15 @@
 """Small helpers for models: conv output shapes, gradient scaling, state-dict and target
-updates, mode switches."""
+updates, DistributedDataParallel wrapping, mode switches."""
 
 from __future__ import annotations
 
+import inspect
 from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any, cast
 
 import torch
+from torch.nn.parallel import DistributedDataParallel
 
 __all__ = [
     "ScaleGrad",
@@ -18,6 +20,13 @@ __all__ = [
 ]
 
 _DDP_PREFIX = "module."
+# DistributedDataParallel's option not to broadcast buffers at every forward pass, as named
+# since torch 2.13 (before: broadcast_buffers, now deprecated).
+_NO_FORWARD_BUFFER_SYNC: dict[str, Any] = (
+    {"forward_sync_buffers": False}
+    if "forward_sync_buffers" in inspect.signature(DistributedDataParallel).parameters
+    else {"broadcast_buffers": False}
+)
 _MODULE_TRAIN = torch.nn.Module.train
 
 
@@ -90,6 +99,17 @@ def strip_ddp_state_dict(state_dict: Mapping[str, Any]) -> OrderedDict[str, Any]
         (key[len(_DDP_PREFIX) :] if key.startswith(_DDP_PREFIX) else key, value)
         for key, value in state_dict.items()
     )
+
+
+def wrap_data_parallel(model: torch.nn.Module, device: torch.device) -> DistributedDataParallel:
+    """``model`` in DistributedDataParallel (on ``device``'s GPU, if it is one), without
+    buffers broadcast at each forward pass (``BaseAgent.data_parallel`` says why)."""
+    if device.type == "cuda":
+        index = device.index
+        return DistributedDataParallel(
+            model, device_ids=[index], output_device=index, **_NO_FORWARD_BUFFER_SYNC
+        )
+    return DistributedDataParallel(model, **_NO_FORWARD_BUFFER_SYNC)
 
 
 @torch.no_grad()

@@ -13,7 +13,6 @@ from rl_arrays import AgentStep, EnvSpaces, buffer_to, namedarraytuple
 from ._base_agent import BaseAgent, ModelFactory
 from ._dict_models import DictFfModel, dict_categorical_model_kwargs, dict_gaussian_model_kwargs
 from ._distributions import Categorical, DistInfo, DistInfoStd, Gaussian
-from ._inference import agent_inference_policy
 from ._model_kwargs import (
     action_size_of,
     atari_model_kwargs,
@@ -29,6 +28,7 @@ from ._pg_models import (
     MujocoFfModel,
     MujocoLstmModel,
 )
+from ._policies import agent_inference_policy
 
 __all__ = [
     "AgentInfo",

@@ -19,9 +19,9 @@ from rl_arrays import AgentStep, EnvSpaces, buffer_to, namedarraytuple
 
 from ._base_agent import BaseAgent, ModelFactory
 from ._distributions import DistInfoStd, Gaussian
-from ._inference import agent_inference_policy
 from ._model_kwargs import mujoco_model_kwargs
 from ._model_utils import polyak_update, set_training_mode, strip_ddp_state_dict
+from ._policies import agent_inference_policy
 from ._qpg_models import LOG_STD_MAX, LOG_STD_MIN, MuMlpModel, PiMlpModel, QofMuMlpModel
 
 __all__ = ["AgentInfoDdpg", "AgentInfoSac", "DdpgAgent", "SacAgent", "Td3Agent"]

@@ -150,6 +150,13 @@ class UpdateSteps:
         self._captured.clear()
         self._warm.clear()
 
+    def restart(self, optimizers: Sequence[torch.optim.Optimizer]) -> None:
+        """After the optimizers' state was replaced (a state dict loaded): ``reset``, the
+        graphs holding the old state, and the new state readied for capture."""
+        self.reset()
+        if self.graphs:
+            make_capturable(optimizers, self.what)
+
 
 class _Graph:
     """One captured step: static copies of its inputs, the graph, its static outputs."""

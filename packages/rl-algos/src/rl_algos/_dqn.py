@@ -9,24 +9,21 @@ from collections import namedtuple
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 import torch
 
 from rl_arrays import namedarraytuple, select_at_indexes
-from rl_replay import (
-    BaseNStepReturnBuffer,
-    PrioritizedReplayBuffer,
-    PrioritizedReplayFrameBuffer,
-    TlPrioritizedReplayBuffer,
-    TlUniformReplayBuffer,
-    UniformReplayBuffer,
-    UniformReplayFrameBuffer,
-)
+from rl_replay import BaseNStepReturnBuffer
 
 from ._compile import compiled
-from ._pg import check_count, check_number, clip_and_step
+from ._pg import check_count, check_number, clip_and_step, require_keys
 from ._protocols import QAgentLike
-from ._replay_algo import ReplayAlgo, check_agent, check_positive, observation_bytes
+from ._replay_algo import ReplayAlgo, check_agent, check_positive
+from ._replay_feed import (
+    check_q_replay_options,
+    is_frame_stack,
+    observation_bytes,
+    q_replay_cls,
+)
 
 __all__ = ["DQN", "DqnOptInfo", "huber_loss"]
 
@@ -72,6 +69,33 @@ def _select_actions(q: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
 def _mask(flags: torch.Tensor) -> torch.Tensor:
     """Done or timeout flags as a bool mask (they are stored as bools)."""
     return flags if flags.dtype == torch.bool else flags != 0
+
+
+def n_step_targets(
+    target_q: torch.Tensor, return_: torch.Tensor, done_n: torch.Tensor, discount_n: float
+) -> torch.Tensor:
+    """``y = return_ + discount_n * target_q``, without the bootstrap where an episode ended
+    within the n steps (``done_n``)."""
+    return return_ + discount_n * target_q.masked_fill(_mask(done_n), 0)
+
+
+def weighted_mean(
+    losses: torch.Tensor,
+    errors: torch.Tensor,
+    is_weights: torch.Tensor | None,
+    timeout_n: torch.Tensor | None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(batch loss, errors)``: the losses importance-weighted by ``is_weights`` (prioritized
+    replay), and averaged over the transitions not truncated within n steps (``timeout_n``,
+    with time limits), whose errors are zeroed."""
+    if is_weights is not None:
+        losses = losses * is_weights
+    if timeout_n is None:
+        return losses.mean(), errors
+    truncated = _mask(timeout_n)
+    n_kept = (truncated.numel() - truncated.sum()).clamp(min=1)
+    loss = losses.masked_fill(truncated, 0).sum() / n_kept
+    return loss, errors.masked_fill(truncated, 0)
 
 
 class DQN(ReplayAlgo[QAgentLike]):
@@ -153,21 +177,14 @@ class DQN(ReplayAlgo[QAgentLike]):
         pri_beta_steps = check_count("pri_beta_steps", pri_beta_steps)
         if default_priority is not None:
             check_positive("default_priority", default_priority)
-        if frame_buffer and bootstrap_timelimit and ReplayBufferCls is None:
-            raise ValueError(
-                "frame_buffer and bootstrap_timelimit cannot be combined: rl-replay has no "
-                "time-limit frame buffer (give ReplayBufferCls, or drop one of them)"
-            )
-        if pri_tree_on_device and not (prioritized_replay and replay_device is not None):
-            raise ValueError(
-                "pri_tree_on_device=True needs prioritized_replay=True and a replay_device "
-                f"(got prioritized_replay={prioritized_replay}, replay_device={replay_device!r})"
-            )
-        if frame_buffer and replay_device is not None and ReplayBufferCls is None:
-            raise ValueError(
-                f"frame_buffer and replay_device={replay_device!r} cannot be combined: frame "
-                "buffers stay on the host (frame_buffer=False stores whole observations)"
-            )
+        check_q_replay_options(
+            frame_buffer,
+            bootstrap_timelimit,
+            prioritized_replay,
+            pri_tree_on_device,
+            replay_device,
+            ReplayBufferCls,
+        )
         self.delta_clip = delta_clip
         self.learning_rate = learning_rate
         self.eps_steps = eps_steps
@@ -226,29 +243,18 @@ class DQN(ReplayAlgo[QAgentLike]):
         return kwargs
 
     def _stores_frames(self, example: Any) -> bool:
-        """``frame_buffer``, chosen when None: uint8 observations ``[n_frames, H, W]`` with
-        several frames (rlpyt's Atari DQN), unless time limits need their own buffer or the
-        replay is on a device (``replay_device``: whole observations)."""
+        """``frame_buffer``, chosen when None: stacked frames (rlpyt's Atari DQN), unless
+        time limits need their own buffer or the replay is on a device (``replay_device``:
+        whole observations)."""
         if self.frame_buffer is None:
-            obs = example.observation
-            composite = isinstance(obs, tuple)  # (a Dict observation: stored field by field)
-            obs = np.zeros(0) if composite else np.asarray(obs)
-            stacked = obs.dtype == np.uint8 and obs.ndim == 3 and obs.shape[0] > 1
+            stacked = is_frame_stack(example.observation)
             host = self.replay_device is None
             self.frame_buffer = stacked and host and not self.bootstrap_timelimit
         return self.frame_buffer
 
     def _default_replay_cls(self, example: Any) -> type[BaseNStepReturnBuffer]:
         frames = self._stores_frames(example)
-        if self.prioritized_replay:
-            if frames:
-                return PrioritizedReplayFrameBuffer
-            return (
-                TlPrioritizedReplayBuffer if self.bootstrap_timelimit else PrioritizedReplayBuffer
-            )
-        if frames:
-            return UniformReplayFrameBuffer
-        return TlUniformReplayBuffer if self.bootstrap_timelimit else UniformReplayBuffer
+        return q_replay_cls(self.prioritized_replay, frames, self.bootstrap_timelimit)
 
     # ------------------------------------------------------------------ training
 
@@ -301,8 +307,9 @@ class DQN(ReplayAlgo[QAgentLike]):
         """The regression targets ``y = return_ + discount**n_step_return * Q_target(s',
         a')``, without the bootstrap where an episode ended within the n steps. Call
         without grad."""
-        target_q = self.target_q(samples.target_inputs).masked_fill(_mask(samples.done_n), 0)
-        return samples.return_ + self.discount**self.n_step_return * target_q
+        target_q = self.target_q(samples.target_inputs)
+        discount_n = self.discount**self.n_step_return
+        return n_step_targets(target_q, samples.return_, samples.done_n, discount_n)
 
     def _loss_given_targets(
         self, samples: Any, y: torch.Tensor
@@ -327,17 +334,10 @@ class DQN(ReplayAlgo[QAgentLike]):
     def _weighted_mean(
         self, losses: torch.Tensor, errors: torch.Tensor, samples: Any
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """The batch loss: importance-weighted with prioritized replay, and with
-        ``bootstrap_timelimit`` averaged over the transitions not truncated within n steps
-        (whose errors are zeroed)."""
-        if self.prioritized_replay:
-            losses = losses * samples.is_weights
-        if not self.bootstrap_timelimit:
-            return losses.mean(), errors
-        truncated = _mask(samples.timeout_n)
-        n_kept = (truncated.numel() - truncated.sum()).clamp(min=1)
-        loss = losses.masked_fill(truncated, 0).sum() / n_kept
-        return loss, errors.masked_fill(truncated, 0)
+        """:func:`weighted_mean` with this algorithm's replay: prioritized, time limits."""
+        is_weights = samples.is_weights if self.prioritized_replay else None
+        timeout_n = samples.timeout_n if self.bootstrap_timelimit else None
+        return weighted_mean(losses, errors, is_weights, timeout_n)
 
     def _targets_per_draw(self) -> bool:
         """Whether the targets of a whole draw of replayed batches are computed at once,
@@ -406,14 +406,7 @@ class DQN(ReplayAlgo[QAgentLike]):
             self._optimizer.load_state_dict(copy.deepcopy(state_dict))
             self._restart_steps()
             return
-        missing = [
-            key for key in ("optimizer", "update_counter", "pri_beta") if key not in state_dict
-        ]
-        if missing:
-            raise ValueError(
-                f"state_dict is missing {', '.join(map(repr, missing))}; expected what "
-                "optim_state_dict() returns"
-            )
+        require_keys(state_dict, ("optimizer", "update_counter", "pri_beta"))
         self._optimizer.load_state_dict(copy.deepcopy(state_dict["optimizer"]))
         self._restart_steps()
         self.update_counter = int(state_dict["update_counter"])

@@ -50,6 +50,16 @@ def check_count(name: str, value: Any, low: int = 1) -> int:
     return as_count(name, value, low)
 
 
+def require_keys(state_dict: dict[str, Any], keys: tuple[str, ...]) -> None:
+    """Refuse a state dict that lacks any of ``keys`` (not what ``optim_state_dict`` made)."""
+    missing = [key for key in keys if key not in state_dict]
+    if missing:
+        raise ValueError(
+            f"state_dict is missing {', '.join(map(repr, missing))}; expected what "
+            "optim_state_dict() returns"
+        )
+
+
 def clip_grad_norm(params: Iterable[torch.Tensor], max_norm: float | None) -> torch.Tensor:
     """The 2-norm of all the gradients of ``params``, which are scaled down to ``max_norm``
     where it is larger (None: not clipped), as ``torch.nn.utils.clip_grad_norm_`` computes
@@ -238,7 +248,7 @@ class PolicyGradientAlgo:
             self._optimizer.load_state_dict(copy.deepcopy(state_dict))
             self._restart_steps()
             return
-        self._require_keys(state_dict, ("optimizer", "update_counter"))
+        require_keys(state_dict, ("optimizer", "update_counter"))
         self._optimizer.load_state_dict(copy.deepcopy(state_dict["optimizer"]))
         self._restart_steps()
         self.update_counter = int(state_dict["update_counter"])
@@ -247,9 +257,7 @@ class PolicyGradientAlgo:
 
     def _restart_steps(self) -> None:
         """After the optimizer's state was replaced: captured steps would use the old one."""
-        self._steps.reset()
-        if self._steps.graphs:
-            make_capturable([self._optimizer], type(self).__name__)
+        self._steps.restart([self._optimizer])
 
     def process_returns(self, samples: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Returns, advantages and a 0/1 float valid mask, each ``[T, B]``, for a batch.
@@ -393,12 +401,3 @@ class PolicyGradientAlgo:
         if self.optimizer is None:
             raise RuntimeError(f"{type(self).__name__}.initialize(agent, ...) must be called first")
         return self.optimizer
-
-    @staticmethod
-    def _require_keys(state_dict: dict[str, Any], keys: tuple[str, ...]) -> None:
-        missing = [key for key in keys if key not in state_dict]
-        if missing:
-            raise ValueError(
-                f"state_dict is missing {', '.join(map(repr, missing))}; expected what "
-                "optim_state_dict() returns"
-            )

@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
-import itertools
 from collections import namedtuple
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
-from rl_arrays import AgentInputs, BatchSpec, buffer_func, buffer_method, namedarraytuple
+from rl_arrays import AgentInputs, BatchSpec, buffer_method, namedarraytuple
 
+from ._adaptive_lr import adapt_learning_rate, process_mean, shared_learning_rate
 from ._compile import compiled
-from ._pg import PolicyGradientAlgo, check_count, check_number
+from ._pg import PolicyGradientAlgo, check_count, check_number, require_keys
+from ._ppo_diagnostics import StepRecords
+from ._ppo_loss import clipped_loss
+from ._ppo_minibatches import Minibatches, check_minibatch_count
 from ._protocols import PgAgentLike
-from ._trajectories import trajectory_layout
 
 __all__ = ["PPO", "LossInputs", "PpoOptInfo"]
 
@@ -26,8 +28,6 @@ PpoOptInfo = namedtuple(
     ["loss", "gradNorm", "entropy", "perplexity", "kl", "clipFraction", "learningRate"],
 )
 
-# rsl_rl's adaptive schedule: the factor and the bounds of the learning rate.
-_LR_FACTOR, _MIN_LR, _MAX_LR = 1.5, 1e-5, 1e-2
 _RECURRENT_MINIBATCHES = ("sequence", "padded")
 
 LossInputs = namedarraytuple(
@@ -145,7 +145,8 @@ class PPO(PolicyGradientAlgo):
                 "shape with the episodes, and a captured update step has fixed shapes"
             )
         if batch_spec is not None:
-            self._check_batch_size(int(batch_spec.T), int(batch_spec.B))
+            T, B = int(batch_spec.T), int(batch_spec.B)
+            check_minibatch_count(self.minibatches, T, B, self._agent.recurrent)
 
     def optim_initialize(self, rank: int = 0) -> None:
         """Build the optimizer, the linear learning-rate schedule (when enabled) and the
@@ -171,21 +172,11 @@ class PPO(PolicyGradientAlgo):
         super()._restart_steps()
 
     def _share_learning_rate(self) -> None:
-        """With ``desired_kl`` and an optimizer that takes a learning rate on the device
-        (fused or capturable: fused Adam, the default): every group's rate one tensor
-        there, which the adaptive rule sets in place, so that no minibatch waits for its
-        KL to reach the host. Otherwise (``_lr`` None) the rate stays a float."""
+        """With ``desired_kl``, the learning rate on the device where the optimizer takes it
+        there (see ``shared_learning_rate``); else (``_lr`` None) a float."""
         self._lr = None
-        groups = self._optimizer.param_groups
-        if self.desired_kl is None or not all(
-            group.get("fused") or group.get("capturable") for group in groups
-        ):
-            return
-        self._lr = torch.as_tensor(groups[0]["lr"], dtype=torch.float32).to(
-            self._agent.device, copy=True
-        )
-        for group in groups:
-            group["lr"] = self._lr
+        if self.desired_kl is not None:
+            self._lr = shared_learning_rate(self._optimizer, self._agent.device)
 
     def _compile_losses(self, options: dict[str, Any] | None) -> None:
         self._loss_fn = compiled(self.loss, options, self._agent.recurrent)
@@ -230,7 +221,7 @@ class PPO(PolicyGradientAlgo):
             raise ValueError(f"samples must have [T, B] leading dims, got reward {reward.shape}")
         T, B = int(reward.shape[0]), int(reward.shape[1])
         recurrent = agent.recurrent
-        self._check_batch_size(T, B)
+        check_minibatch_count(self.minibatches, T, B, recurrent)
         return_, advantage, valid = self.process_returns(samples)
         loss_inputs = LossInputs(
             agent_inputs=AgentInputs(
@@ -245,15 +236,10 @@ class PPO(PolicyGradientAlgo):
         old_value = samples.agent.agent_info.value if self.value_clip is not None else None
         init_rnn_state = self._init_rnn_state(samples, recurrent)  # [B, N, H]: sliced over B
         padded = recurrent and self.recurrent_minibatch == "padded"
-        if padded:  # [T, N] trajectories; a minibatch takes those of its environments
-            loss_inputs, old_value, init_rnn_state, counts = self._pad_trajectories(
-                samples.env.done, loss_inputs, old_value, init_rnn_state
-            )
-        elif not recurrent:  # single steps: one flat batch of T * B
-            loss_inputs = buffer_method(loss_inputs, "flatten", 0, 1)
-            old_value = None if old_value is None else old_value.flatten(0, 1)
-        n = B if recurrent else T * B
-        losses, grad_norms, steps, learning_rates = [], [], [], []
+        batches = Minibatches(
+            loss_inputs, old_value, init_rnn_state, samples.env.done, recurrent, padded
+        )
+        records = StepRecords()
         if isinstance(self._ratio_clip_arg, torch.Tensor):
             self._ratio_clip_arg.fill_(self.ratio_clip)
         else:
@@ -262,41 +248,20 @@ class PPO(PolicyGradientAlgo):
         # desired_kl changes between the steps.
         lr = self._optimizer.param_groups[0]["lr"]
         for _ in range(self.epochs):
-            # The whole batch by default: its loss does not depend on the order.
-            batch, batch_old_value = loss_inputs, old_value
-            splits: list[slice] | tuple[torch.Tensor, ...] = [slice(None)]
-            if self.minibatches > 1:
-                order = torch.randperm(n, generator=self._generator, device=reward.device)
-                if recurrent:
-                    splits = order.tensor_split(self.minibatches)
-                else:  # one gather of the epoch's order, then contiguous minibatches of it
-                    batch = loss_inputs[order]
-                    batch_old_value = None if old_value is None else old_value[order]
-                    splits = _split_slices(n, self.minibatches)
-            for idxs in splits:
-                if padded and isinstance(idxs, torch.Tensor):  # (minibatches > 1: environments)
-                    idxs = _trajectories_of(idxs, counts)
-                where = (slice(None), idxs) if recurrent else idxs
-                minibatch = batch[where]
-                mb_old_value = None if batch_old_value is None else batch_old_value[where]
-                rnn_state = None if init_rnn_state is None else init_rnn_state[idxs]
+            for minibatch, rnn_state, mb_old_value in batches.epoch(
+                self.minibatches, self._generator
+            ):
                 loss, grad_norm, dist_info, ratio = self._steps(
                     None, minibatch, rnn_state, mb_old_value
                 )
                 self.update_counter += 1
                 if self.desired_kl is not None:  # (a tensor changed in place, or a new float)
                     lr = self._optimizer.param_groups[0]["lr"]
-                learning_rates.append(lr.clone() if isinstance(lr, torch.Tensor) else lr)
-                grad_norms.append(grad_norm)
-                losses.append(loss)
-                steps.append((dist_info, ratio, minibatch.old_dist_info, minibatch.valid))
+                records.add(loss, grad_norm, lr, dist_info, ratio, minibatch)
         # Every per-step diagnostic in one read from the device (the learning rates too
         # when they live there).
         on_device_lr = isinstance(lr, torch.Tensor)
-        rows = [torch.stack(losses)[None], torch.stack(grad_norms)[None], self._diagnostics(steps)]
-        if on_device_lr:
-            rows.append(torch.stack(learning_rates).to(rows[0].dtype)[None])
-        diagnostics = torch.cat(rows)
+        diagnostics = records.table(self._agent.distribution, self.ratio_clip, on_device_lr)
         # (compiled: left on the device, for the runner to read once per log row)
         compiled = self._compile_options is not None
         loss, grad_norm, entropy, perplexity, kl, clip_fraction, *lrs = (
@@ -309,7 +274,7 @@ class PPO(PolicyGradientAlgo):
             perplexity=perplexity,
             kl=kl,
             clipFraction=clip_fraction,
-            learningRate=lrs[0] if on_device_lr else learning_rates,
+            learningRate=lrs[0] if on_device_lr else records.learning_rates,
         )
         if self.lr_scheduler is not None:
             self.lr_scheduler.step()
@@ -347,77 +312,32 @@ class PPO(PolicyGradientAlgo):
         dist = agent.distribution
         ratio = dist.likelihood_ratio(action, old_dist_info, dist_info)
         eps = self.ratio_clip if ratio_clip is None else ratio_clip
-        clipped_ratio = torch.clamp(ratio, 1.0 - eps, 1.0 + eps)  # type: ignore[arg-type]  # a float or a tensor
-        surrogate = torch.min(ratio * advantage, clipped_ratio * advantage)
-        # The policy and value losses as one weighted sum over the valid steps: a small
-        # network's step costs about as much per operation as per flop.
-        squared_error = (value - return_) ** 2
-        if self.value_clip is not None and old_value is not None:  # (both or neither)
-            clipped = old_value + (value - old_value).clamp(-self.value_clip, self.value_clip)
-            squared_error = torch.max(squared_error, (clipped - return_) ** 2)
-        value_error = (0.5 * self.value_loss_coeff) * squared_error
-        loss = ((value_error - surrogate) * (valid / valid.sum())).sum()
+        loss = clipped_loss(
+            ratio,
+            advantage,
+            value,
+            return_,
+            valid,
+            eps,
+            self.value_loss_coeff,
+            old_value,
+            self.value_clip,
+        )
         if self.entropy_loss_coeff != 0:
             loss = loss - self.entropy_loss_coeff * dist.mean_entropy(dist_info, valid)
         return loss, buffer_method(dist_info, "detach"), ratio.detach()
-
-    @staticmethod
-    def _pad_trajectories(
-        done: torch.Tensor,
-        loss_inputs: Any,
-        old_value: torch.Tensor | None,
-        init_rnn_state: Any,
-    ) -> tuple[Any, torch.Tensor | None, Any, torch.Tensor]:
-        """The batch as ``[T, N]`` trajectories (see ``split_and_pad_trajectories``), each
-        trajectory's initial rnn state, and the number of trajectories of each environment.
-
-        The padding repeats each trajectory's last step, marked not valid, rather than zeros
-        that no loss term should see (a zero probability would make a NaN ratio).
-        """
-        time, env, masks = trajectory_layout(done)
-        valid = loss_inputs.valid[time, env] * masks
-        loss_inputs = loss_inputs[time, env]._replace(valid=valid)
-        old_value = None if old_value is None else old_value[time, env]
-        if init_rnn_state is not None:
-            init_rnn_state = buffer_func(init_rnn_state, _start_states, env[0], time[0] == 0)
-        counts = torch.bincount(env[0], minlength=done.shape[1])
-        return loss_inputs, old_value, init_rnn_state, counts
 
     @torch.no_grad()
     def _adapt_learning_rate(
         self, old_dist_info: Any, dist_info: Any, weights: torch.Tensor | None
     ) -> None:
-        """rsl_rl's adaptive schedule on the minibatch's mean KL(old || new) (over the
-        steps where ``weights`` is 1; None: every step, as rsl_rl averages): slow down when
-        the policy moved too far from the sampling one, speed up when it barely moved (not
-        at exactly 0: it has not moved yet); every process decides on the same KL. On the
-        device when the rate lives there (``_lr``); else the KL is read on the host."""
+        """rsl_rl's adaptive schedule (``adapt_learning_rate``) on the minibatch's mean
+        KL(old || new) over the steps where ``weights`` is 1 (None: every step, as rsl_rl
+        averages), the same in every process."""
         desired_kl = self.desired_kl
         assert desired_kl is not None  # (optimize_agent calls this only with desired_kl)
         kl = self._agent.distribution.mean_kl(old_dist_info, dist_info, weights)
-        distributed = torch.distributed
-        if distributed.is_available() and distributed.is_initialized():
-            world_size = distributed.get_world_size()
-            if world_size > 1:
-                kl = kl.clone()
-                distributed.all_reduce(kl)
-                kl = kl / world_size
-        lr = self._lr
-        if lr is None:  # (an optimizer that takes only a float: decided on the host)
-            kl_value, rate = float(kl), float(self._optimizer.param_groups[0]["lr"])
-            if kl_value > 2.0 * desired_kl:
-                rate = max(_MIN_LR, rate / _LR_FACTOR)
-            elif 0.0 < kl_value < desired_kl / 2.0:
-                rate = min(_MAX_LR, rate * _LR_FACTOR)
-            for group in self._optimizer.param_groups:
-                group["lr"] = rate
-            return
-        slower = (lr / _LR_FACTOR).clamp(min=_MIN_LR)
-        faster = (lr * _LR_FACTOR).clamp(max=_MAX_LR)
-        barely_moved = (kl > 0) & (kl < desired_kl / 2.0)
-        lr.copy_(torch.where(kl > 2.0 * desired_kl, slower, torch.where(barely_moved, faster, lr)))
-        for group in self._optimizer.param_groups:  # (groups added since: the same rate)
-            group["lr"] = lr
+        adapt_learning_rate(self._optimizer, process_mean(kl), desired_kl, self._lr)
 
     def _blank_after_done(self) -> bool:
         """Padded recurrent minibatches restart the state at every episode: nothing after a
@@ -425,38 +345,6 @@ class PPO(PolicyGradientAlgo):
         if self._agent.recurrent and self.recurrent_minibatch == "padded":
             return not self.mid_batch_reset
         return super()._blank_after_done()
-
-    @torch.no_grad()
-    def _diagnostics(
-        self, steps: list[tuple[Any, torch.Tensor, Any, torch.Tensor]]
-    ) -> torch.Tensor:
-        """Mean entropy, perplexity, KL(old || new) and clip fraction ``[4, steps]`` over the
-        valid data of each gradient step (``steps``: its ``(dist_info, ratio, old_dist_info,
-        valid)``), all computed at once after the steps rather than in a few dozen small
-        operations each."""
-        dist = self._agent.distribution
-
-        # valid has the minibatch's leading dims: [n] single steps, or [T, B_mb] sequences
-        dist_info, ratio, old_dist_info, valid = (
-            _cat([buffer_func(step[i], _flatten_lead, step[3].dim()) for step in steps])
-            for i in range(4)
-        )
-        outside = ((ratio - 1.0).abs() > self.ratio_clip).to(ratio.dtype)
-        values = torch.stack(
-            [
-                dist.entropy(dist_info),
-                dist.perplexity(dist_info),
-                dist.kl(old_dist_info, dist_info),
-                outside,
-            ]
-        )
-        # Built on the data's device: a copy from the host would wait for the device.
-        step_of = torch.cat(
-            [torch.full((step[3].numel(),), i, device=valid.device) for i, step in enumerate(steps)]
-        )
-        sums = values.new_zeros(4, len(steps)).index_add_(1, step_of, values * valid)
-        counts = valid.new_zeros(len(steps)).index_add_(0, step_of, valid)
-        return sums / counts
 
     def optim_state_dict(self) -> dict[str, Any]:
         """The base's state plus the learning-rate schedule, the current ratio clip and the
@@ -473,7 +361,7 @@ class PPO(PolicyGradientAlgo):
         super().load_optim_state_dict(state_dict)
         if "param_groups" in state_dict:  # a bare optimizer state: nothing more to restore
             return
-        self._require_keys(state_dict, ("ratio_clip", "generator"))
+        require_keys(state_dict, ("ratio_clip", "generator"))
         if (self.lr_scheduler is None) != ("lr_scheduler" not in state_dict):
             raise ValueError(
                 "state_dict and this PPO disagree on linear_lr_schedule "
@@ -483,53 +371,3 @@ class PPO(PolicyGradientAlgo):
             self.lr_scheduler.load_state_dict(state_dict["lr_scheduler"])
         self.ratio_clip = float(state_dict["ratio_clip"])
         self._generator.set_state(state_dict["generator"])
-
-    def _check_batch_size(self, T: int, B: int) -> None:
-        recurrent = self._agent.recurrent
-        n = B if recurrent else T * B
-        if self.minibatches > n:
-            what = f"B={B} sequences (recurrent agent)" if recurrent else f"T*B={T * B} steps"
-            raise ValueError(f"minibatches={self.minibatches} is more than the batch's {what}")
-
-
-def _start_states(state: torch.Tensor, env: torch.Tensor, at_first: torch.Tensor) -> torch.Tensor:
-    """Each trajectory's initial rnn state, batch-first: its environment's stored state when
-    it began at the batch's first step, zeros when it began after a done (the sampler's
-    agent reset its state there)."""
-    at_first = at_first.view(-1, *[1] * (state.dim() - 1))
-    return torch.where(
-        at_first, state[env], torch.zeros((), dtype=state.dtype, device=state.device)
-    )
-
-
-def _trajectories_of(envs: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
-    """The indices of the trajectories of ``envs``, in their order (``counts``: trajectories
-    per environment, numbered environment by environment)."""
-    first = counts.cumsum(0) - counts
-    n = counts[envs]
-    offset = torch.arange(int(n.sum()), device=envs.device) - torch.repeat_interleave(
-        n.cumsum(0) - n, n
-    )
-    return torch.repeat_interleave(first[envs], n) + offset
-
-
-def _split_slices(n: int, parts: int) -> list[slice]:
-    """``range(n)`` in ``parts`` contiguous slices, sized as ``tensor_split`` sizes them (the
-    first ``n % parts`` one longer), so an epoch's minibatches are those of its order."""
-    size, longer = divmod(n, parts)
-    starts = [i * size + min(i, longer) for i in range(parts + 1)]
-    return [slice(start, end) for start, end in itertools.pairwise(starts)]
-
-
-def _flatten_lead(x: torch.Tensor, lead: int) -> torch.Tensor:
-    return x.reshape(-1, *x.shape[lead:])
-
-
-def _cat(parts: list[Any]) -> Any:
-    """Concatenate same-structured buffers (tensors or namedarraytuples of them) on dim 0."""
-    first = parts[0]
-    if first is None:
-        return None
-    if hasattr(first, "_make"):  # a namedarraytuple
-        return first._make(_cat(list(leaves)) for leaves in zip(*parts, strict=True))
-    return torch.cat(parts)

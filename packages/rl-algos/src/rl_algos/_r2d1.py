@@ -19,23 +19,19 @@ from rl_arrays import (
     select_at_indexes,
     valid_mean,
 )
-from rl_replay import (
-    BaseNStepReturnBuffer,
-    PrioritiesSamplesToBuffer,
-    PrioritizedSequenceReplayBuffer,
-    PrioritizedSequenceReplayFrameBuffer,
-    SamplesToBuffer,
-    SamplesToBufferRnn,
-    UniformSequenceReplayBuffer,
-    UniformSequenceReplayFrameBuffer,
-    discount_return_n_step,
-)
+from rl_replay import BaseNStepReturnBuffer, PrioritiesSamplesToBuffer, discount_return_n_step
 
 from ._compile import compiled
 from ._dqn import DQN, huber_loss
 from ._pg import check_count, check_number
 from ._protocols import R2d1AgentLike
-from ._replay_algo import check_agent, example_field
+from ._replay_algo import check_agent
+from ._replay_feed import (
+    check_sequence_sampling,
+    sequence_replay_cls,
+    stored_sequence_example,
+    stored_sequence_samples,
+)
 from ._returns import valid_from_done
 
 __all__ = ["R2D1", "R2d1OptInfo", "inv_value_rescale", "value_rescale"]
@@ -72,6 +68,49 @@ def sequence_priorities(
     errors visible, the mean keeps long sequences from being judged by one step)."""
     max_error = (td_abs_errors * valid).max(dim=0).values
     return eta * max_error + (1 - eta) * valid_mean(td_abs_errors, valid, dim=0)
+
+
+def rescaled_n_step_target(
+    return_: torch.Tensor,
+    not_done: torch.Tensor,
+    bootstrap: torch.Tensor,
+    discount_n: float,
+    eps: float,
+) -> torch.Tensor:
+    """``h(return_ + discount_n * not_done * h^-1(bootstrap))`` (``h``: :func:`value_rescale`
+    with ``eps``): the bootstrap is unscaled to returns, discounted, added, and scaled back."""
+    return value_rescale(return_ + not_done * discount_n * inv_value_rescale(bootstrap, eps), eps)
+
+
+def input_sequence_priorities(
+    samples: Any,
+    n_step_return: int,
+    discount: float,
+    value_scale_eps: float,
+    delta_clip: float | None,
+    eta: float,
+) -> np.ndarray:
+    """One priority per environment ``[B]`` (numpy) for a new ``[T, B]`` batch, from the
+    n-step TD errors of the Q-values the agent recorded (``agent_info.q``), mixed over the
+    steps up to the first done as in :func:`sequence_priorities`."""
+    n = n_step_return
+    reward, done = numpify_buffer((samples.env.reward, samples.env.done))
+    return_n, done_n = discount_return_n_step(reward, done, n, discount)
+    L = reward.shape[0] - n  # steps whose bootstrap step t + n is in the batch
+    q = torch.as_tensor(numpify_buffer(samples.agent.agent_info.q)).float()
+    action = torch.as_tensor(numpify_buffer(samples.agent.action))
+    q_taken = select_at_indexes(action[:L], q[:L])
+    # The online net's recorded Q stands in for the target's (double DQN's pick is its max).
+    bootstrap = q[n:].max(dim=-1).values
+    not_done = 1 - torch.as_tensor(done_n[:L]).float()
+    y = rescaled_n_step_target(
+        torch.as_tensor(return_n[:L]), not_done, bootstrap, discount**n, value_scale_eps
+    )
+    td_abs_errors = (y - q_taken).abs()
+    if delta_clip is not None:
+        td_abs_errors = td_abs_errors.clamp(max=delta_clip)
+    valid = valid_from_done(torch.as_tensor(done[:L]))
+    return sequence_priorities(td_abs_errors, valid, eta).numpy()
 
 
 class R2D1(DQN):
@@ -240,33 +279,14 @@ class R2D1(DQN):
         """As DQN's, after checking that the sampler's batches suit the replay: whole
         rnn-state intervals for prioritized replay, more than ``n_step_return`` steps and
         ``agent_info.q`` in the examples for input priorities."""
-        sampler_T = getattr(batch_spec, "T", None)
-        interval = self.store_rnn_state_interval
-        if (
-            isinstance(sampler_T, int)
-            and self.prioritized_replay
-            and interval > 0
-            and sampler_T % interval
-        ):
-            raise ValueError(
-                f"store_rnn_state_interval={interval} must divide the sampler's "
-                f"batch_T={sampler_T} with prioritized replay (its priorities are kept per "
-                "stored rnn state)"
-            )
-        if self.input_priorities:
-            if isinstance(sampler_T, int) and sampler_T <= self.n_step_return:
-                raise ValueError(
-                    f"input_priorities needs sampler batches longer than n_step_return="
-                    f"{self.n_step_return}, got batch_T={sampler_T}"
-                )
-            if (
-                examples is not None
-                and getattr(example_field(examples, "agent_info"), "q", None) is None
-            ):
-                raise ValueError(
-                    "input_priorities needs the agent's Q-values in agent_info.q (or "
-                    "input_priorities=False)"
-                )
+        check_sequence_sampling(
+            batch_spec,
+            examples,
+            self.store_rnn_state_interval,
+            self.prioritized_replay,
+            self.input_priorities,
+            self.n_step_return,
+        )
         super()._setup(agent, n_itr, batch_spec, mid_batch_reset, examples, world_size, async_)
 
     def _check_agent(self, agent: object) -> None:
@@ -286,12 +306,7 @@ class R2D1(DQN):
         return kwargs
 
     def _default_replay_cls(self, example: Any) -> type[BaseNStepReturnBuffer]:
-        frames = self._stores_frames(example)
-        if self.prioritized_replay:
-            if frames:
-                return PrioritizedSequenceReplayFrameBuffer
-            return PrioritizedSequenceReplayBuffer
-        return UniformSequenceReplayFrameBuffer if frames else UniformSequenceReplayBuffer
+        return sequence_replay_cls(self.prioritized_replay, self._stores_frames(example))
 
     def _steps_to_first_batch(self) -> int:
         """Steps per environment before ``batch_B`` whole sequences can start at stored states."""
@@ -308,33 +323,11 @@ class R2D1(DQN):
     # ------------------------------------------------------------------ data
 
     def examples_to_buffer(self, examples: Any) -> Any:
-        fields = {
-            name: example_field(examples, name)
-            for name in ("observation", "action", "reward", "done")
-        }
-        if self.store_rnn_state_interval == 0:
-            return SamplesToBuffer(**fields)
-        prev_rnn_state = getattr(example_field(examples, "agent_info"), "prev_rnn_state", None)
-        if prev_rnn_state is None:
-            raise ValueError(
-                "store_rnn_state_interval > 0 needs the agent's agent_info.prev_rnn_state in "
-                "the examples (a recurrent agent records it)"
-            )
-        return SamplesToBufferRnn(**fields, prev_rnn_state=prev_rnn_state)
+        return stored_sequence_example(examples, self.store_rnn_state_interval > 0)
 
     def samples_to_buffer(self, samples: Any) -> Any:
         """The sequence data to store (numpy), with input priorities when they are on."""
-        fields = dict(
-            observation=samples.env.observation,
-            action=samples.agent.action,
-            reward=samples.env.reward,
-            done=samples.env.done,
-        )
-        if self.store_rnn_state_interval == 0:
-            stored = numpify_buffer(SamplesToBuffer(**fields))
-        else:
-            prev_rnn_state = samples.agent.agent_info.prev_rnn_state
-            stored = numpify_buffer(SamplesToBufferRnn(**fields, prev_rnn_state=prev_rnn_state))
+        stored = stored_sequence_samples(samples, self.store_rnn_state_interval > 0)
         if not self.input_priorities:
             return stored
         return PrioritiesSamplesToBuffer(
@@ -346,22 +339,14 @@ class R2D1(DQN):
         n-step TD errors of the Q-values the agent recorded (``agent_info.q``), mixed over the
         steps up to the first done as in :func:`sequence_priorities`. Uses only ``samples``
         (no state), so any process may call it."""
-        n = self.n_step_return
-        reward, done = numpify_buffer((samples.env.reward, samples.env.done))
-        return_n, done_n = discount_return_n_step(reward, done, n, self.discount)
-        L = reward.shape[0] - n  # steps whose bootstrap step t + n is in the batch
-        q = torch.as_tensor(numpify_buffer(samples.agent.agent_info.q)).float()
-        action = torch.as_tensor(numpify_buffer(samples.agent.action))
-        q_taken = select_at_indexes(action[:L], q[:L])
-        # The online net's recorded Q stands in for the target's (double DQN's pick is its max).
-        bootstrap = q[n:].max(dim=-1).values
-        not_done = 1 - torch.as_tensor(done_n[:L]).float()
-        y = self._n_step_target(torch.as_tensor(return_n[:L]), not_done, bootstrap)
-        td_abs_errors = (y - q_taken).abs()
-        if self.delta_clip is not None:
-            td_abs_errors = td_abs_errors.clamp(max=self.delta_clip)
-        valid = valid_from_done(torch.as_tensor(done[:L]))
-        return sequence_priorities(td_abs_errors, valid, self.pri_eta).numpy()
+        return input_sequence_priorities(
+            samples,
+            self.n_step_return,
+            self.discount,
+            self.value_scale_eps,
+            self.delta_clip,
+            self.pri_eta,
+        )
 
     # ------------------------------------------------------------------ training
 
@@ -410,7 +395,9 @@ class R2D1(DQN):
             chooser = qs.detach()[n:] if self.double_dqn else target_qs[n:]
             bootstrap = select_at_indexes(chooser.argmax(dim=-1), target_qs[n:])
             not_done = 1 - samples.done_n[wT:].to(bootstrap.dtype)
-            y = self._n_step_target(samples.return_[wT:], not_done, bootstrap)
+            y = rescaled_n_step_target(
+                samples.return_[wT:], not_done, bootstrap, self.discount**n, self.value_scale_eps
+            )
         delta = y - q
         losses = huber_loss(delta, self.delta_clip)
         if self.prioritized_replay:
@@ -422,16 +409,6 @@ class R2D1(DQN):
             td_abs_errors = td_abs_errors.clamp(max=self.delta_clip)
         td_abs_errors = td_abs_errors * valid
         return loss, td_abs_errors, sequence_priorities(td_abs_errors, valid, self.pri_eta)
-
-    def _n_step_target(
-        self, return_: torch.Tensor, not_done: torch.Tensor, bootstrap: torch.Tensor
-    ) -> torch.Tensor:
-        """``h(return_ + discount**n * not_done * h^-1(bootstrap))``: the bootstrap is unscaled
-        to returns, discounted, added, and scaled back."""
-        eps, discount_n = self.value_scale_eps, self.discount**self.n_step_return
-        return value_rescale(
-            return_ + not_done * discount_n * inv_value_rescale(bootstrap, eps), eps
-        )
 
     @staticmethod
     def _init_rnn_state(stored: Any) -> Any:

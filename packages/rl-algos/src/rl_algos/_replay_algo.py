@@ -17,24 +17,34 @@ from __future__ import annotations
 import math
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
-import numpy as np
 import torch
 
-from rl_arrays import BatchSpec, buffer_to, normalize_device, numpify_buffer, torchify_buffer
-from rl_replay import BaseNStepReturnBuffer, SamplesToBuffer, SamplesToBufferTl
+from rl_arrays import BatchSpec, numpify_buffer
+from rl_replay import BaseNStepReturnBuffer
 
 from ._compile import UpdateSteps, check_compile, check_single_process, make_capturable
 from ._pg import check_count, check_number
 from ._protocols import DdpgAgentLike, QAgentLike, R2d1AgentLike, SacAgentLike
+from ._replay_feed import (
+    check_replay_options,
+    check_sampler_batch,
+    check_shareable,
+    make_replay_buffer,
+    stored_example,
+    stored_samples,
+)
+from ._replay_updates import (
+    batch_on_device,
+    check_learning_start,
+    opt_info_out,
+    replayed_batches,
+    updates_per_optimize,
+)
 
-__all__ = ["ReplayAlgo", "check_agent", "check_positive", "example_field", "observation_bytes"]
-
-# The most observation bytes (observations and next observations) drawn from a uniform
-# replay buffer at once, for several updates (see ReplayAlgo._replayed_batches).
-_DRAW_BYTES = 32 * 2**20
+__all__ = ["ReplayAlgo", "check_agent", "check_positive"]
 
 # The agent an algorithm trains; what ReplayAlgo itself reads (device, update_target), all
 # of them have.
@@ -48,17 +58,6 @@ def check_positive(name: str, value: Any) -> None:
         raise ValueError(f"{name} must be > 0, got {value!r}")
 
 
-def example_field(examples: Any, name: str) -> Any:
-    """``examples[name]`` for the sampler's dict of examples, or the attribute of a namedtuple."""
-    if isinstance(examples, dict):
-        if name not in examples:
-            raise ValueError(f"examples lacks {name!r}; it has {sorted(examples)}")
-        return examples[name]
-    if not hasattr(examples, name):
-        raise ValueError(f"examples lacks {name!r}: expected the sampler's examples")
-    return getattr(examples, name)
-
-
 def check_agent(agent: object, algo: str, members: tuple[str, ...], protocol: str) -> None:
     missing = [name for name in members if not hasattr(agent, name)]
     if missing or not callable(agent):
@@ -68,40 +67,30 @@ def check_agent(agent: object, algo: str, members: tuple[str, ...], protocol: st
         )
 
 
-def observation_bytes(buffer: BaseNStepReturnBuffer) -> int:
-    """The bytes of one stored observation (all its arrays) of a replay buffer, at least 1."""
-    leaves = _array_leaves(buffer.example.observation)
-    return max(1, sum(np.asarray(leaf).nbytes for leaf in leaves))
+def _check_optimizer_options(
+    OptimCls: Callable[..., torch.optim.Optimizer],
+    optim_kwargs: dict[str, Any] | None,
+    clip_grad_norm: float | None,
+) -> None:
+    if not callable(OptimCls):
+        raise ValueError(f"OptimCls must be an optimizer class, got {OptimCls!r}")
+    if optim_kwargs is not None and not isinstance(optim_kwargs, dict):
+        raise ValueError(f"optim_kwargs must be a dict or None, got {optim_kwargs!r}")
+    if clip_grad_norm is not None:
+        check_number("clip_grad_norm", clip_grad_norm, 0)
 
 
-def _array_leaves(buffer_: Any) -> list[Any]:
-    """The arrays of a (possibly nested) namedtuple, or the array itself."""
-    if buffer_ is None:
-        return []
-    if isinstance(buffer_, tuple):
-        return [leaf for item in buffer_ for leaf in _array_leaves(item)]
-    return [buffer_]
-
-
-def _floats(values: list[Any]) -> list[float]:
-    """An update's recorded diagnostics as floats. Updates record 0-dim tensors, read here
-    together: one wait for the device per ``optimize_agent`` call, not one per value."""
-    if values and all(isinstance(value, torch.Tensor) for value in values):
-        return torch.stack(values).tolist()
-    return [float(value) for value in values]
-
-
-def _timeout(env_info: Any, where: str, host: bool = True) -> Any:
-    """The truncation flags as bools: numpy, or (``host=False``) tensors left where they are."""
-    timeout = getattr(env_info, "timeout", None)
-    if timeout is None:
-        raise ValueError(
-            f"bootstrap_timelimit needs {where}.env_info.timeout (the environment's truncation "
-            f"flag); env_info is {type(env_info).__name__}"
+def _not_ready(algo: str, initialized: bool) -> RuntimeError:
+    """The error for a use before the set-up it needs: ``initialize`` (or
+    ``async_initialize``), or after ``async_initialize`` still ``optim_initialize``."""
+    if not initialized:
+        return RuntimeError(
+            f"{algo}.initialize(agent, ...) (or async_initialize) must be called first"
         )
-    if not host and isinstance(timeout, torch.Tensor):
-        return timeout.bool()
-    return np.asarray(numpify_buffer(timeout), dtype=bool)
+    return RuntimeError(
+        f"{algo}.optim_initialize() must be called first: async_initialize() builds "
+        "no optimizer (call it in the optimizer's process)"
+    )
 
 
 class ReplayAlgo(Generic[AgentT]):
@@ -141,47 +130,26 @@ class ReplayAlgo(Generic[AgentT]):
         compile: bool | dict[str, Any] = False,
     ):
         check_number("discount", discount, 0, 1)
-        batch_size = check_count("batch_size", batch_size)
-        min_steps_learn = check_count("min_steps_learn", min_steps_learn, 0)
-        replay_size = check_count("replay_size", replay_size)
+        self.discount = discount
+        self.batch_size = check_count("batch_size", batch_size)
+        self.min_steps_learn = check_count("min_steps_learn", min_steps_learn, 0)
+        self.replay_size = check_count("replay_size", replay_size)
         check_positive("replay_ratio", replay_ratio)
+        self.replay_ratio = replay_ratio
         check_positive("target_update_tau", target_update_tau)
         check_number("target_update_tau", target_update_tau, 0, 1)
-        target_update_interval = check_count("target_update_interval", target_update_interval)
-        n_step_return = check_count("n_step_return", n_step_return)
-        if not callable(OptimCls):
-            raise ValueError(f"OptimCls must be an optimizer class, got {OptimCls!r}")
-        if optim_kwargs is not None and not isinstance(optim_kwargs, dict):
-            raise ValueError(f"optim_kwargs must be a dict or None, got {optim_kwargs!r}")
-        if clip_grad_norm is not None:
-            check_number("clip_grad_norm", clip_grad_norm, 0)
-        updates_per_sync = check_count("updates_per_sync", updates_per_sync)
-        if ReplayBufferCls is not None and not callable(ReplayBufferCls):
-            raise ValueError(
-                f"ReplayBufferCls must be a replay buffer class, got {ReplayBufferCls!r}"
-            )
-        if replay_device is not None:
-            try:
-                torch.device(replay_device)
-            except (RuntimeError, TypeError) as e:
-                raise ValueError(
-                    f"replay_device must be None or a torch device, got {replay_device!r}: {e}"
-                ) from None
-        self.discount = discount
-        self.batch_size = batch_size
-        self.min_steps_learn = min_steps_learn
-        self.replay_size = replay_size
-        self.replay_ratio = replay_ratio
         self.target_update_tau = target_update_tau
-        self.target_update_interval = target_update_interval
-        self.n_step_return = n_step_return
+        self.target_update_interval = check_count("target_update_interval", target_update_interval)
+        self.n_step_return = check_count("n_step_return", n_step_return)
+        _check_optimizer_options(OptimCls, optim_kwargs, clip_grad_norm)
+        self.updates_per_sync = check_count("updates_per_sync", updates_per_sync)
+        check_replay_options(ReplayBufferCls, replay_device)
         self.OptimCls = OptimCls
         if optim_kwargs is None and OptimCls in (torch.optim.Adam, torch.optim.AdamW):
             optim_kwargs = self._default_adam_kwargs()
         self.optim_kwargs = dict(optim_kwargs or {})
         self.initial_optim_state_dict = initial_optim_state_dict
         self.clip_grad_norm = clip_grad_norm
-        self.updates_per_sync = updates_per_sync
         self.bootstrap_timelimit = bool(bootstrap_timelimit)
         self.ReplayBufferCls = ReplayBufferCls
         self.replay_device = replay_device
@@ -212,12 +180,11 @@ class ReplayAlgo(Generic[AgentT]):
         step of each field, as the sampler returns them) and the optimizers.
 
         ``mid_batch_reset=False`` is accepted, but a wait-reset sampler's blank steps after a
-        done are then replayed as terminal transitions with zero reward (as in rlpyt).
-        """
+        done are then replayed as terminal transitions with zero reward (as in rlpyt)."""
         rank = check_count("rank", rank, 0)
         self._setup(agent, n_itr, batch_spec, mid_batch_reset, examples, world_size, False)
-        self.updates_per_optimize = max(
-            1, round(self.replay_ratio * self.sampler_bs / self.batch_size)
+        self.updates_per_optimize = updates_per_optimize(
+            self.replay_ratio, self.sampler_bs, self.batch_size
         )
         self.optim_initialize(rank)
 
@@ -234,12 +201,7 @@ class ReplayAlgo(Generic[AgentT]):
         start: as ``initialize`` but with the replay buffer on shared memory (built with
         ``shared_memory=True``, returned for the memory copier) and no optimizer yet
         (``optim_initialize``). Each ``optimize_agent`` then takes ``updates_per_sync`` updates."""
-        if self.replay_device is not None:
-            raise ValueError(
-                f"replay_device={self.replay_device!r} cannot be used with the asynchronous "
-                "runner: its replay buffer is shared between processes on host memory "
-                "(replay_device=None)"
-            )
+        check_shareable(self.replay_device)
         self._setup(agent, sampler_n_itr, batch_spec, mid_batch_reset, examples, world_size, True)
         self.updates_per_optimize = self.updates_per_sync
         return self._replay_buffer
@@ -259,12 +221,7 @@ class ReplayAlgo(Generic[AgentT]):
         n_itr = check_count("sampler_n_itr" if async_ else "n_itr", n_itr)
         world_size = check_count("world_size", world_size)
         check_single_process(self._compile_options, world_size)
-        T = check_count("batch_spec.T", getattr(batch_spec, "T", None))
-        B = check_count("batch_spec.B", getattr(batch_spec, "B", None))
-        if examples is None:
-            raise ValueError(
-                "examples is needed to build the replay buffer (the sampler returns it)"
-            )
+        T, B = check_sampler_batch(batch_spec, examples)
         self.agent = agent
         self.n_itr = n_itr
         self.batch_spec = batch_spec
@@ -276,7 +233,9 @@ class ReplayAlgo(Generic[AgentT]):
         self.learn_from_itr = self.min_itr_learn  # (later after a resume without the replay)
         self._tell_agent(agent)
         self.initialize_replay_buffer(examples, batch_spec, async_=async_)
-        self._check_learning_start(T)
+        check_learning_start(
+            self.min_steps_learn, self.min_itr_learn, T, B, self._steps_to_first_batch()
+        )
 
     def _check_agent(self, agent: object) -> None:
         check_agent(agent, type(self).__name__, self.agent_members, self.agent_protocol)
@@ -309,9 +268,7 @@ class ReplayAlgo(Generic[AgentT]):
         """After the optimizers' state was replaced: captured steps would use the old one."""
         steps = getattr(self, "_steps", None)
         if steps is not None:
-            steps.reset()
-            if steps.graphs:
-                make_capturable(list(self._optimizers().values()), type(self).__name__)
+            steps.restart(list(self._optimizers().values()))
 
     def _make_optimizers(self) -> None:
         raise NotImplementedError
@@ -335,9 +292,12 @@ class ReplayAlgo(Generic[AgentT]):
         from torch's generator (so a seeded run replays the same batches); with ``async_`` on
         shared memory (``ReplayBufferCls``, when given, must then make shared buffers); on
         ``replay_device`` when set (passed to the class as ``device``)."""
-        example = numpify_buffer(self.examples_to_buffer(examples))
-        kwargs: dict[str, Any] = dict(
-            example=example,
+        self.replay_buffer = make_replay_buffer(
+            self.ReplayBufferCls,
+            self._default_replay_cls,
+            async_,
+            self.replay_device,
+            example=numpify_buffer(self.examples_to_buffer(examples)),
             size=self.replay_size,
             B=batch_spec.B,
             discount=self.discount,
@@ -345,25 +305,6 @@ class ReplayAlgo(Generic[AgentT]):
             seed=int(torch.randint(2**62, ())),
             **self._replay_kwargs(),
         )
-        if self.replay_device is not None:
-            kwargs["device"] = self.replay_device
-        ReplayCls = self.ReplayBufferCls
-        if ReplayCls is None:
-            ReplayCls = self._default_replay_cls(example)
-            if async_:
-                kwargs["shared_memory"] = True
-        try:
-            buffer = ReplayCls(**kwargs)
-        except MemoryError as e:
-            raise MemoryError(f"replay_size={self.replay_size} does not fit: {e}") from None
-        if async_ and not getattr(buffer, "shared_memory", False):
-            name = getattr(ReplayCls, "__name__", repr(ReplayCls))
-            raise ValueError(
-                f"async_initialize needs a replay buffer on shared memory, which the memory "
-                f"copier process fills: ReplayBufferCls={name} does not make one (use an "
-                "rl_replay Async* class, or a buffer class given shared_memory=True)"
-            )
-        self.replay_buffer = buffer
 
     def _replay_kwargs(self) -> dict[str, Any]:
         return {}
@@ -374,65 +315,30 @@ class ReplayAlgo(Generic[AgentT]):
 
     def _steps_to_first_batch(self) -> int:
         """Steps per environment the replay buffer needs before it can give a batch."""
-        buffer, B = self.replay_buffer, self.batch_spec.B
-        off_forward = getattr(buffer, "off_forward", 1)
-        return off_forward + self.n_step_return + math.ceil(self.batch_size / B)
-
-    def _check_learning_start(self, T: int) -> None:
-        needed = self._steps_to_first_batch()
-        have = (self.min_itr_learn + 1) * T
-        if have < needed:
-            raise ValueError(
-                f"min_steps_learn={self.min_steps_learn} starts learning at iteration "
-                f"{self.min_itr_learn}, when the replay buffer holds {have} steps per "
-                f"environment, but it needs {needed} to sample a first batch: make "
-                f"min_steps_learn at least {(math.ceil(needed / T) - 1) * self.sampler_bs}"
-            )
+        off_forward = getattr(self.replay_buffer, "off_forward", 1)
+        return off_forward + self.n_step_return + math.ceil(self.batch_size / self.batch_spec.B)
 
     # ------------------------------------------------------------------ data
 
     def examples_to_buffer(self, examples: Any) -> Any:
         """One step of what the replay buffer stores, from the sampler's examples."""
-        fields = {
-            name: example_field(examples, name)
-            for name in ("observation", "action", "reward", "done")
-        }
-        if not self.bootstrap_timelimit:
-            return SamplesToBuffer(**fields)
-        return SamplesToBufferTl(
-            **fields, timeout=_timeout(example_field(examples, "env_info"), "examples")
-        )
+        return stored_example(examples, self.bootstrap_timelimit)
 
     def samples_to_buffer(self, samples: Any) -> Any:
         """What the replay buffer stores from a ``[T, B]`` batch of samples (numpy; with
         ``replay_device``, tensors stay where they are: the buffer copies them once). Reads
         only the samples and the settings: in async mode it runs in the memory copier."""
-        host = self.replay_device is None
-        fields = dict(
-            observation=samples.env.observation,
-            action=samples.agent.action,
-            reward=samples.env.reward,
-            done=samples.env.done,
-        )
-        if self.bootstrap_timelimit:
-            fields["timeout"] = _timeout(samples.env.env_info, "samples.env", host)
-            stored = SamplesToBufferTl(**fields)
-        else:
-            stored = SamplesToBuffer(**fields)
-        return numpify_buffer(stored) if host else stored
+        return stored_samples(samples, self.bootstrap_timelimit, self.replay_device is None)
 
     # ------------------------------------------------------------------ training
 
     def optimize_agent(self, itr: int, samples: Any = None, sampler_itr: int | None = None) -> Any:
-        """Store ``samples`` (when given), then, from sampler iteration ``min_itr_learn`` on
-        (``learn_from_itr``: later after ``replay_started_empty``), take ``updates_per_optimize`` updates on replayed batches. Returns the OptInfo of
-        lists, empty before learning starts (with ``compile``, 1-D tensors left on the
-        device, which the runner reads once per log row).
-
-        ``sampler_itr`` (async use) is the sampler's iteration, which the learning start and
-        the schedules count in, ``itr`` being then the optimizer's; ``samples=None`` (train
-        from the replay alone) needs ``async_initialize``.
-        """
+        """Store ``samples`` (when given), then, from sampler iteration ``learn_from_itr``
+        on, take ``updates_per_optimize`` updates on replayed batches. Returns the OptInfo of
+        lists (floats; with ``compile``, 1-D tensors on the device), empty before learning
+        starts. Async use: ``sampler_itr`` is the sampler's iteration, which the learning
+        start and schedules count in; ``samples=None`` (train from the replay alone) needs
+        ``async_initialize``."""
         buffer = self._replay_buffer
         if samples is None and not self.async_:
             raise ValueError(
@@ -447,42 +353,23 @@ class ReplayAlgo(Generic[AgentT]):
         if itr < self.learn_from_itr:
             return opt_info
         self._optimizers()  # (raises unless optim_initialize ran)
-        for batch in self._replayed_batches(buffer, self.updates_per_optimize):
+        batches = replayed_batches(
+            buffer,
+            self.updates_per_optimize,
+            self._replay_batch_B(),
+            self._to_device,
+            self._updates_per_draw,
+            self._prepare_draw,
+        )
+        for batch in batches:
             self.update_counter += 1
             self._update(batch, opt_info, self.update_counter % self.target_update_interval == 0)
         self.update_itr_hyperparams(itr)
-        if self._compile_options is not None:
-            return type(opt_info)(*(torch.stack(values) if values else [] for values in opt_info))
-        return type(opt_info)(*(_floats(values) for values in opt_info))
-
-    def _replayed_batches(self, buffer: BaseNStepReturnBuffer, n_updates: int) -> Iterator[Any]:
-        """The batches of the next ``n_updates`` updates, on the agent's device.
-
-        A buffer that can (``sample_batches``: uniform single-transition replay) draws many
-        updates' batches in one go, up to ``_DRAW_BYTES`` of observations and
-        ``_updates_per_draw()`` updates: one index draw, gather and conversion to tensors
-        instead of one per update, which is much of a small network's update time. Each
-        batch is then a view of its rows of the draw (after ``_prepare_draw``). Other
-        buffers draw one batch per update (a prioritized one must see the last update's
-        priorities). Lazy: a draw happens when its first batch is asked for.
-        """
-        batch_B = self._replay_batch_B()
-        if getattr(buffer, "prioritized", False) or not hasattr(buffer, "sample_batches"):
-            for _ in range(n_updates):
-                yield self._to_device(buffer.sample_batch(batch_B))
-            return
-        most = max(1, _DRAW_BYTES // (2 * observation_bytes(buffer) * batch_B))  # s and s'
-        left = n_updates
-        while left > 0:
-            n_batches = min(left, most, self._updates_per_draw())
-            draw = self._to_device(buffer.sample_batches(batch_B, n_batches))
-            draw = self._prepare_draw(draw, batch_B)
-            for i in range(n_batches):
-                yield draw[i * batch_B : (i + 1) * batch_B]
-            left -= n_batches
+        return opt_info_out(opt_info, self._compile_options is not None)
 
     def _updates_per_draw(self) -> int:
-        """The most updates whose batches may be drawn together from now on."""
+        """The most updates whose batches may be drawn together from now on (see
+        ``replayed_batches``)."""
         return sys.maxsize
 
     def _prepare_draw(self, draw: Any, batch_B: int) -> Any:
@@ -515,10 +402,7 @@ class ReplayAlgo(Generic[AgentT]):
     def _to_device(self, batch: Any) -> Any:
         """A replayed batch on the agent's device: as it is when the buffer gathered it there
         (``replay_device``), else converted to tensors and copied."""
-        replay_device = getattr(self.replay_buffer, "device", None)
-        if replay_device is not None and replay_device == normalize_device(self._device):
-            return batch
-        return buffer_to(torchify_buffer(batch), self._device)
+        return batch_on_device(batch, self.replay_buffer, self._device)
 
     def update_itr_hyperparams(self, itr: int) -> None:
         """Schedules by sampler iteration (none here)."""
@@ -543,15 +427,7 @@ class ReplayAlgo(Generic[AgentT]):
 
     def _require(self, value: ValueT | None) -> ValueT:
         if value is None:
-            name = type(self).__name__
-            if self.agent is None:
-                raise RuntimeError(
-                    f"{name}.initialize(agent, ...) (or async_initialize) must be called first"
-                )
-            raise RuntimeError(
-                f"{name}.optim_initialize() must be called first: async_initialize() builds "
-                "no optimizer (call it in the optimizer's process)"
-            )
+            raise _not_ready(type(self).__name__, initialized=self.agent is not None)
         return value
 
     @property

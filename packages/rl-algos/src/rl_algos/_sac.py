@@ -17,7 +17,8 @@ from ._compile import compiled
 from ._pg import check_number, clip_and_step
 from ._protocols import SacAgentLike
 from ._qpg import QpgAlgo, frozen, masked_mean
-from ._replay_algo import check_positive, example_field
+from ._replay_algo import check_positive
+from ._replay_feed import example_field
 
 __all__ = ["SAC", "SacOptInfo"]
 

@@ -6,19 +6,20 @@ cores numbered in order, socket by socket; the ``n_cpu_core`` used are split eve
 ``n_socket`` sockets, the first ones of each; core ``c``'s second hardware thread (if used) is
 ``c + hyperthread_offset``.  ``encode_affinity`` turns the resources and the share of each run
 into a short code (a command-line argument); ``affinity_from_code`` turns a code that names a
-run slot into the dicts the samplers and runners read.
+run slot into the dicts the samplers and runners read. The codes themselves are
+``_affinity_code``'s; which cores and GPUs each process of a run slot gets, ``_slot_layout``'s.
 """
 
 from __future__ import annotations
 
-import numbers
 import os
-import re
-from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import psutil
+
+from ._affinity_code import AffinitySpec, check_int, decode_code, encode_code, with_int_counts
+from ._slot_layout import RunSlot, SlotProcess, logical_cpus, slot_layout
 
 __all__ = [
     "AffinityDict",
@@ -139,321 +140,19 @@ def _allowed_cpus() -> set[int]:
     return set(range(psutil.cpu_count(logical=True) or 1))
 
 
-# ----------------------------------------------------------------------------- the code
-@dataclass(frozen=True)
-class _Spec:
-    """Every ``encode_affinity`` argument, resolved (no None left), in code order."""
-
-    n_cpu_core: int
-    n_gpu: int
-    contexts_per_gpu: int
-    gpu_per_run: int
-    cpu_per_run: int  # 0 with GPUs: a run's cores then follow from the GPUs (rlpyt ignores it)
-    cpu_per_worker: int
-    cpu_reserved: int
-    hyperthread_offset: int
-    n_socket: int
-    async_sample: bool
-    sample_gpu_per_run: int
-    optim_sample_share_gpu: bool
-    alternating: bool
-    set_affinity: bool
-
-
-# The token that stands for each argument in a code: "<token><int>", joined by "_".
-_TOKENS = {
-    "n_cpu_core": "cpu",
-    "n_gpu": "gpu",
-    "contexts_per_gpu": "cxg",
-    "gpu_per_run": "gpr",
-    "cpu_per_run": "cpr",
-    "cpu_per_worker": "cpw",
-    "cpu_reserved": "res",
-    "hyperthread_offset": "hto",
-    "n_socket": "skt",
-    "async_sample": "async",
-    "sample_gpu_per_run": "sgr",
-    "optim_sample_share_gpu": "share",
-    "alternating": "alt",
-    "set_affinity": "pin",
-}
-_SLOT_TOKEN = "slot"
-_BOOLS = {f.name for f in fields(_Spec) if f.type in ("bool", bool)}
-
-
-def _encode(spec: _Spec, run_slot: int | None) -> str:
-    tokens = [f"{_SLOT_TOKEN}{run_slot}"] if run_slot is not None else []
-    tokens += [f"{_TOKENS[name]}{int(value)}" for name, value in asdict(spec).items()]
-    return "_".join(tokens)
-
-
-def decode_code(code: str) -> tuple[_Spec, int | None]:
-    """The spec and run slot of a code, unchecked (``slot_layout`` checks the spec, so that a
-    hand-edited code gets the same errors as ``encode_affinity``'s arguments)."""
-    if not isinstance(code, str):
-        raise TypeError(f"affinity code must be a str, got {type(code).__name__}")
-    names = {token: name for name, token in _TOKENS.items()}
-    values: dict[str, int] = {}
-    run_slot = None
-    for token in code.split("_"):
-        match = re.fullmatch(r"([a-z]+)([0-9]+)", token)
-        if match is None:
-            raise ValueError(f"affinity code {code!r}: {token!r} is not <name><number>")
-        key, number = match.group(1), int(match.group(2))
-        if key == _SLOT_TOKEN:
-            run_slot = number
-        elif key in names and names[key] not in values:
-            values[names[key]] = number
-        else:
-            raise ValueError(f"affinity code {code!r}: unknown or repeated field {key!r}")
-    missing = [_TOKENS[name] for name in _TOKENS if name not in values]
-    if missing:
-        raise ValueError(f"affinity code {code!r} lacks {', '.join(missing)}")
-    spec = {k: bool(v) if k in _BOOLS else v for k, v in values.items()}
-    return _Spec(**spec), run_slot  # type: ignore[arg-type]  # (bools for the bool fields)
-
-
-# ----------------------------------------------------------------------------- the layout
-class _Proc(NamedTuple):
-    """One process of a run: its physical cores, its GPU, and how many of its first cores
-    are kept out of the sampler's workers."""
-
-    cores: tuple[int, ...]
-    cuda_idx: int | None
-    n_reserved: int
-
-
-class _Slot(NamedTuple):
-    """One run: its processes (the optimizer's, when async), and the async sampler."""
-
-    processes: list[_Proc]
-    sampler: _Proc | None
-
-
-def check_int(name: str, value: Any, minimum: int) -> int:
-    """``value`` as an int >= ``minimum``: an int, or an integral float such as ``8.0`` or
-    ``1e3`` (rlpyt's way of writing counts); the same test as ``rl_arrays.as_count``."""
-    count = None
-    if isinstance(value, bool):
-        pass
-    elif isinstance(value, numbers.Integral):
-        count = int(value)
-    elif isinstance(value, numbers.Real) and float(value).is_integer():  # not nan nor inf
-        count = int(float(value))
-    if count is None or count < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
-    return count
-
-
-# The int fields of a spec and their least values.
-_INT_MINIMUMS = (
-    ("n_cpu_core", 1),
-    ("n_gpu", 0),
-    ("contexts_per_gpu", 1),
-    ("gpu_per_run", 1),
-    ("cpu_per_run", 0),
-    ("cpu_per_worker", 1),
-    ("cpu_reserved", 0),
-    ("hyperthread_offset", 0),
-    ("n_socket", 1),
-    ("sample_gpu_per_run", 0),
-)
-
-
-def _check_spec(s: _Spec) -> None:
-    """Refuse arguments that contradict each other (before any layout is attempted)."""
-    for name, minimum in _INT_MINIMUMS:
-        check_int(name, getattr(s, name), minimum)
-    for name in _BOOLS:
-        if not isinstance(getattr(s, name), bool):
-            raise ValueError(f"{name} must be a bool, got {getattr(s, name)!r}")
-    if 0 < s.hyperthread_offset < s.n_cpu_core:
-        raise ValueError(
-            f"hyperthread_offset={s.hyperthread_offset} is less than n_cpu_core={s.n_cpu_core}: "
-            "the hyperthreads' cpu ids would be cores' ids (use 0 for no hyperthreads)"
-        )
-    if s.n_cpu_core % s.n_socket:
-        raise ValueError(f"n_cpu_core={s.n_cpu_core} is not a multiple of n_socket={s.n_socket}")
-    if s.hyperthread_offset > s.n_cpu_core and s.hyperthread_offset % s.n_socket:
-        raise ValueError(
-            f"hyperthread_offset={s.hyperthread_offset} (the machine's cores) is not a multiple "
-            f"of n_socket={s.n_socket}"
-        )
-    if not s.async_sample:
-        for name, default in (("sample_gpu_per_run", 0), ("optim_sample_share_gpu", False)):
-            if getattr(s, name) != default:
-                raise ValueError(f"{name}={getattr(s, name)!r} applies only with async_sample=True")
-    if s.n_gpu == 0:
-        for name, default in (
-            ("contexts_per_gpu", 1),
-            ("gpu_per_run", 1),
-            ("sample_gpu_per_run", 0),
-            ("optim_sample_share_gpu", False),
-        ):
-            if getattr(s, name) != default:
-                raise ValueError(f"{name}={getattr(s, name)!r} needs GPUs, but n_gpu=0")
-        if s.cpu_per_run == 0:
-            raise ValueError("cpu_per_run must be an int >= 1 without GPUs, got 0")
-        if s.cpu_per_run > s.n_cpu_core:
-            raise ValueError(
-                f"cpu_per_run={s.cpu_per_run} is more than the n_cpu_core={s.n_cpu_core} cores"
-            )
-        return
-    if s.cpu_per_run:
-        raise ValueError(
-            f"cpu_per_run={s.cpu_per_run} applies only without GPUs (n_gpu=0); with GPUs the "
-            "cores are split evenly over the run slots, which the GPUs decide"
-        )
-    if s.gpu_per_run > s.n_gpu:
-        raise ValueError(f"gpu_per_run={s.gpu_per_run} is more than the n_gpu={s.n_gpu} GPUs")
-    if s.contexts_per_gpu > 1 and (s.gpu_per_run > 1 or s.async_sample):
-        raise ValueError(
-            f"contexts_per_gpu={s.contexts_per_gpu} (runs sharing a GPU) needs gpu_per_run=1 "
-            "and async_sample=False"
-        )
-    if s.async_sample:
-        if s.sample_gpu_per_run > 1:
-            raise ValueError(
-                f"sample_gpu_per_run={s.sample_gpu_per_run}: the async samplers run one action "
-                "server, on one GPU (rlpyt's several action-server GPUs per run are not "
-                "supported); use 1, 0 (a CPU sampler) or optim_sample_share_gpu=True"
-            )
-        if s.optim_sample_share_gpu and s.sample_gpu_per_run == 0:
-            raise ValueError(
-                "optim_sample_share_gpu=True needs sample_gpu_per_run=1 (the sampler's GPU "
-                "is then the optimizer's first)"
-            )
-        gpus = s.gpu_per_run + (0 if s.optim_sample_share_gpu else s.sample_gpu_per_run)
-        if gpus > s.n_gpu:
-            raise ValueError(
-                f"gpu_per_run={s.gpu_per_run} + sample_gpu_per_run={s.sample_gpu_per_run} is "
-                f"{gpus} GPUs per run, more than the n_gpu={s.n_gpu} GPUs"
-            )
-
-
-def _socket_blocks(s: _Spec) -> list[tuple[int, ...]]:
-    """Runs of ``cpu_per_run`` cores that stay within a socket (or take whole sockets)."""
-    per_socket = s.n_cpu_core // s.n_socket
-    size = s.cpu_per_run
-    if size <= per_socket:
-        starts = [
-            socket * per_socket + i * size
-            for socket in range(s.n_socket)
-            for i in range(per_socket // size)
-        ]
-    elif size % per_socket == 0:
-        starts = list(range(0, s.n_cpu_core - size + 1, size))
-    else:
-        raise ValueError(
-            f"cpu_per_run={size} would straddle sockets of {per_socket} cores "
-            f"(n_cpu_core={s.n_cpu_core} / n_socket={s.n_socket}): use a divisor or a "
-            f"multiple of {per_socket}"
-        )
-    return [tuple(range(start, start + size)) for start in starts]
-
-
-def _even_blocks(n_cpu_core: int, n_slots: int) -> list[tuple[int, ...]]:
-    size = n_cpu_core // n_slots
-    if size == 0:
-        raise ValueError(f"n_cpu_core={n_cpu_core} cores cannot give each of {n_slots} runs one")
-    return [tuple(range(i * size, (i + 1) * size)) for i in range(n_slots)]
-
-
-def slot_layout(s: _Spec) -> list[_Slot]:
-    """Every run slot's processes; a ValueError when a process would lack cores."""
-    _check_spec(s)
-    n_optim_cores = max(s.cpu_reserved, 1)  # async: the optimizer's cores, per optimizer GPU
-    slots: list[_Slot] = []
-    if s.n_gpu == 0:
-        for block in _socket_blocks(s):
-            if s.async_sample:
-                optimizer = _Proc(block[:n_optim_cores], None, 0)
-                slots.append(_Slot([optimizer], _Proc(block[n_optim_cores:], None, 0)))
-            else:
-                slots.append(_Slot([_Proc(block, None, s.cpu_reserved)], None))
-    elif s.async_sample:
-        sampler_gpus = 0 if s.optim_sample_share_gpu else s.sample_gpu_per_run
-        gpus_per_run = s.gpu_per_run + sampler_gpus
-        for i, block in enumerate(_even_blocks(s.n_cpu_core, s.n_gpu // gpus_per_run)):
-            first_gpu = i * gpus_per_run
-            optimizers = [
-                _Proc(block[k * n_optim_cores : (k + 1) * n_optim_cores], first_gpu + k, 0)
-                for k in range(s.gpu_per_run)
-            ]
-            if s.optim_sample_share_gpu:
-                sampler_gpu: int | None = first_gpu
-            else:
-                sampler_gpu = first_gpu + s.gpu_per_run if sampler_gpus else None
-            sampler = _Proc(block[s.gpu_per_run * n_optim_cores :], sampler_gpu, 0)
-            slots.append(_Slot(optimizers, sampler))
-    else:
-        n_slots = s.n_gpu * s.contexts_per_gpu // s.gpu_per_run
-        blocks = _even_blocks(s.n_cpu_core, n_slots)
-        for run in range(n_slots):
-            i = run  # rlpyt's order with contexts: every GPU's first run, then the second ...
-            if s.contexts_per_gpu > 1:  # (so fewer runs than slots still spread over the GPUs)
-                i = (run % s.n_gpu) * s.contexts_per_gpu + run // s.n_gpu
-            block = blocks[i]
-            size = len(block) // s.gpu_per_run
-            processes = [
-                _Proc(
-                    block[k * size : (k + 1) * size],
-                    (i * s.gpu_per_run + k) // s.contexts_per_gpu,
-                    s.cpu_reserved,
-                )
-                for k in range(s.gpu_per_run)
-            ]
-            slots.append(_Slot(processes, None))
-    for slot in slots:
-        _check_slot(s, slot, n_optim_cores)
-    return slots
-
-
-def _check_slot(s: _Spec, slot: _Slot, n_optim_cores: int) -> None:
-    if slot.sampler is not None:  # async: the optimizer's cores come first
-        got = min(len(p.cores) for p in slot.processes)
-        if got < n_optim_cores or len(slot.sampler.cores) < s.cpu_per_worker:
-            raise ValueError(
-                f"a run's cores do not cover its {s.gpu_per_run} optimizer process(es) of "
-                f"max(cpu_reserved, 1)={n_optim_cores} core(s) each and a sampler of at least "
-                f"cpu_per_worker={s.cpu_per_worker} core(s) (the sampler is left "
-                f"{len(slot.sampler.cores)})"
-            )
-        return
-    for p in slot.processes:
-        free = len(p.cores) - p.n_reserved
-        if free < s.cpu_per_worker:
-            raise ValueError(
-                f"a run process gets {len(p.cores)} core(s); after cpu_reserved="
-                f"{p.n_reserved} that leaves {max(free, 0)}, fewer than cpu_per_worker="
-                f"{s.cpu_per_worker} for even one sampler worker"
-            )
-
-
 # ----------------------------------------------------------------------------- the dicts
-def _threads(s: _Spec, cores: tuple[int, ...]) -> list[int]:
-    """The logical cpu ids of ``cores`` (the used ones, numbered 0 .. n_cpu_core - 1): each
-    core's id on the machine (which skips the unused cores at each socket's end), and its
-    hyperthread's if used."""
-    per_socket = s.n_cpu_core // s.n_socket
-    stride = max(s.n_cpu_core, s.hyperthread_offset) // s.n_socket  # the machine's, per socket
-    ids = [c // per_socket * stride + c % per_socket for c in cores]
-    extra = [c + s.hyperthread_offset for c in ids] if s.hyperthread_offset else []
-    return sorted([*ids, *extra])
-
-
-def _sampling_affinity(s: _Spec, p: _Proc) -> AffinityDict:
+def _sampling_affinity(s: AffinitySpec, p: SlotProcess) -> AffinityDict:
     """What a runner and its sampler read (keys of rl_runners' and rl_samplers' code)."""
     free = p.cores[p.n_reserved :]
     n_workers = len(free) // s.cpu_per_worker
     workers = [
-        _threads(s, free[w * s.cpu_per_worker : (w + 1) * s.cpu_per_worker])
+        logical_cpus(s, free[w * s.cpu_per_worker : (w + 1) * s.cpu_per_worker])
         for w in range(n_workers)
     ]
     if s.alternating:  # two groups of workers take turns on the same cores
         workers = workers + [list(cpus) for cpus in workers]
     return AffinityDict(
-        master_cpus=_threads(s, p.cores) if s.set_affinity else None,
+        master_cpus=logical_cpus(s, p.cores) if s.set_affinity else None,
         master_torch_threads=len(p.cores),
         workers_cpus=workers if s.set_affinity else [None] * len(workers),
         worker_torch_threads=s.cpu_per_worker,
@@ -463,16 +162,16 @@ def _sampling_affinity(s: _Spec, p: _Proc) -> AffinityDict:
     )
 
 
-def _optimizer_affinity(s: _Spec, p: _Proc) -> AffinityDict:
+def _optimizer_affinity(s: AffinitySpec, p: SlotProcess) -> AffinityDict:
     return AffinityDict(
-        master_cpus=_threads(s, p.cores) if s.set_affinity else None,
+        master_cpus=logical_cpus(s, p.cores) if s.set_affinity else None,
         master_torch_threads=len(p.cores),
         cuda_idx=p.cuda_idx,
         set_affinity=s.set_affinity,
     )
 
 
-def _slot_affinity(s: _Spec, slot: _Slot) -> AffinityDict | list[AffinityDict]:
+def _slot_affinity(s: AffinitySpec, slot: RunSlot) -> AffinityDict | list[AffinityDict]:
     if slot.sampler is not None:
         return AffinityDict(
             sampler=_sampling_affinity(s, slot.sampler),
@@ -488,7 +187,7 @@ def slot_resources(code: str, run_slot: int) -> tuple[list[int], list[int]]:
     slots = slot_layout(spec)
     slot = slots[_check_run_slot(run_slot, len(slots))]
     processes = [*slot.processes, *([slot.sampler] if slot.sampler else [])]
-    cpus = sorted({cpu for p in processes for cpu in _threads(spec, p.cores)})
+    cpus = sorted({cpu for p in processes for cpu in logical_cpus(spec, p.cores)})
     gpus = sorted({p.cuda_idx for p in processes if p.cuda_idx is not None})
     return cpus, gpus
 
@@ -578,7 +277,7 @@ def encode_affinity(
     if async_sample is True and optim_sample_share_gpu is True and n_gpu:
         check_int("sample_gpu_per_run", sample_gpu_per_run, 0)
         sample_gpu_per_run = 1  # rlpyt: sharing overrides it (the optimizer's GPU serves)
-    spec = _Spec(
+    spec = AffinitySpec(
         n_cpu_core=n_cpu_core,
         n_gpu=n_gpu,
         contexts_per_gpu=contexts_per_gpu,
@@ -594,13 +293,11 @@ def encode_affinity(
         alternating=alternating,
         set_affinity=set_affinity,
     )
-    # Ints from integral floats such as 8.0 (rlpyt's scripts write counts as floats).
-    counts: dict[str, Any] = {n: check_int(n, getattr(spec, n), low) for n, low in _INT_MINIMUMS}
-    spec = replace(spec, **counts)
+    spec = with_int_counts(spec)
     slots = slot_layout(spec)
     if run_slot is not None:
         run_slot = _check_run_slot(run_slot, len(slots))
-    return _encode(spec, run_slot)
+    return encode_code(spec, run_slot)
 
 
 def n_run_slots(affinity_code: str) -> int:

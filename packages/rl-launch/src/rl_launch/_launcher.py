@@ -24,14 +24,10 @@ from typing import Any, NamedTuple
 
 import psutil
 
-from ._affinity import (
-    check_int,
-    check_slot_on_machine,
-    decode_code,
-    slot_layout,
-    slot_resources,
-)
+from ._affinity import check_slot_on_machine, slot_resources
+from ._affinity_code import check_int, decode_code
 from ._files import write_text_atomic
+from ._slot_layout import slot_layout
 from ._variant import save_variant
 
 __all__ = [

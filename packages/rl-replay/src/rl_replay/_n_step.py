@@ -1,14 +1,23 @@
 """n-step discounted returns, computed where the rewards are stored (the replay buffers);
-the algorithms import it from here."""
+the algorithms import ``discount_return_n_step`` from here."""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 from rl_arrays import as_count
 
-__all__ = ["discount_return_n_step"]
+from . import _device
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["discount_return_n_step", "discount_return_n_step_tensor", "timeout_n_step"]
+
+Bools = TypeVar("Bools", np.ndarray, "torch.Tensor")
 
 
 def discount_return_n_step(
@@ -49,3 +58,33 @@ def discount_return_n_step(
         done_n_dest[...] = done_n
         done_n = done_n_dest
     return return_, done_n
+
+
+def discount_return_n_step_tensor(
+    reward: torch.Tensor, done: torch.Tensor, n_step: int, discount: float, length: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``discount_return_n_step`` of the first ``length`` steps, on torch tensors (each with
+    its full n-step future): the same operations in the same order, so the same values."""
+    torch = _device.torch_module()
+    return_ = reward[:length].to(torch.promote_types(reward.dtype, torch.float32), copy=True)
+    done_n = done[:length].clone()
+    for k in range(1, n_step):
+        return_ += discount**k * reward[k : k + length] * ~done_n
+        done_n |= done[k : k + length]
+    return return_, done_n
+
+
+def timeout_n_step(timeout: Bools, done: Bools, n_step: int, length: int) -> Bools:
+    """Whether the first ``length`` steps' n-step futures were truncated: the first done
+    within ``n_step`` steps was a timeout, so the target still bootstraps.  numpy arrays or
+    torch tensors of ``length + n_step - 1`` steps."""
+    timeout_n = _copy(timeout[:length])
+    done_before = _copy(done[:length])
+    for k in range(1, n_step):
+        timeout_n |= timeout[k : k + length] & ~done_before
+        done_before |= done[k : k + length]
+    return timeout_n
+
+
+def _copy(x: Bools) -> Bools:
+    return x.copy() if isinstance(x, np.ndarray) else x.clone()

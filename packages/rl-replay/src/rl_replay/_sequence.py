@@ -16,8 +16,9 @@ import numpy.typing as npt
 
 from rl_arrays import as_count, extract_sequences
 
-from ._base import BaseNStepReturnBuffer, flatten_arrays
+from ._base import BaseNStepReturnBuffer
 from ._schemas import SequenceSamplesFromReplay, SequenceSamplesFromReplayPri
+from ._storage import flatten_arrays
 
 __all__ = ["SequenceReplayBuffer"]
 
@@ -51,7 +52,7 @@ class SequenceReplayBuffer(BaseNStepReturnBuffer):
         self.batch_T = batch_T
         super().__init__(example, size, B, **options)
         if self.rnn_state_interval > 1:
-            self.samples_prev_rnn_state = self._allocate(
+            self.samples_prev_rnn_state = self.storage.allocate(
                 example.prev_rnn_state, self.T // self.rnn_state_interval
             )
         if batch_T is not None:
@@ -136,7 +137,7 @@ class SequenceReplayBuffer(BaseNStepReturnBuffer):
     def extract_observation(self, T_idxs: np.ndarray, B_idxs: np.ndarray, T: int) -> np.ndarray:
         """``[T, len(B_idxs), ...]`` observation sequences starting at ``[T_idxs, B_idxs]``."""
         times = (T_idxs[None, :] + np.arange(T)[:, None]) % self.T
-        return self._observation_at(times, np.broadcast_to(B_idxs, times.shape))
+        return self.storage.observation_at(times, np.broadcast_to(B_idxs, times.shape))
 
     def extract_batch(self, T_idxs: np.ndarray, B_idxs: np.ndarray, T: int) -> Any:
         """Sequences for training: see ``SequenceSamplesFromReplay`` for the fields.
@@ -182,7 +183,7 @@ class SequenceReplayBuffer(BaseNStepReturnBuffer):
     def sample_idxs(self, batch_B: int, batch_T: int) -> tuple[np.ndarray, np.ndarray]:
         """Uniformly random starts whose whole sequence (and previous step) holds valid
         data, and that hold a stored rnn state."""
-        return self._sample_starts(batch_B, self._off_backward(batch_T), self._interval)
+        return self.starts.draw(batch_B, self._off_backward(batch_T), self._interval)
 
     def sample_batch(self, batch_B: int, batch_T: int | None = None) -> Any:
         """``[batch_T, batch_B]`` sequences (``batch_T`` defaults to the one given at

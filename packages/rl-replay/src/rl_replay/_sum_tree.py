@@ -1,10 +1,9 @@
 """Sum trees of replay priorities over a ``[T, B]`` matrix of buffer slots.
 
-One float64 array holds every node; each internal node is recomputed as ``left + right``
-from its children (never adjusted by a delta), so sampling never returns a zero-priority
-leaf. The tree mirrors a replay buffer's time cursor and keeps exactly the slots whose
-history and n-step future are written and not overwritten sampleable. Layout and validity
-rules: the package README, "SumTree".
+One float64 array holds every node (the arithmetic on it: ``_sum_nodes``). The tree mirrors
+a replay buffer's time cursor and keeps exactly the slots whose history and n-step future
+are written and not overwritten sampleable. Layout and validity rules: the package README,
+"SumTree".
 """
 
 from __future__ import annotations
@@ -19,6 +18,7 @@ import numpy.typing as npt
 from rl_arrays import np_mp_array
 
 from . import _device
+from ._sum_nodes import descend, propagate_nodes, propagate_range, sample_unique, uniforms
 
 __all__ = ["AsyncSumTree", "SumTree"]
 
@@ -35,6 +35,17 @@ def _int_at_least(name: str, value: Any, minimum: int) -> int:
     if value < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value}")
     return value
+
+
+def _ring_ranges(start: int, stop: int, T: int) -> list[tuple[int, int]]:
+    """Absolute rows ``[start, stop)`` (at most ``T`` of them) as row ranges of a ring of ``T``."""
+    n = stop - start
+    if n <= 0:
+        return []
+    lo = start % T
+    if lo + n <= T:
+        return [(lo, lo + n)]
+    return [(lo, T), (0, lo + n - T)]
 
 
 def _as_priorities(name: str, values: npt.ArrayLike, shape: tuple[int, ...]) -> np.ndarray:
@@ -220,13 +231,13 @@ class SumTree:
         B, first_leaf = self.B, self.n_leaves
         changed = []
         on_start = max(t_total - self.off_backward, self.off_forward)
-        for lo, hi in self._ring_ranges(on_start, t_total + n_new - self.off_backward):
+        for lo, hi in _ring_ranges(on_start, t_total + n_new - self.off_backward, self.T):
             new = self.default_value if self._inputs is None else self._inputs[lo:hi].ravel()
             self._write_leaves(first_leaf + lo * B, first_leaf + hi * B, new)
             changed.append((lo, hi))
         new_total = t_total + n_new
-        for lo, hi in self._ring_ranges(
-            new_total - self.off_backward, new_total + self.off_forward
+        for lo, hi in _ring_ranges(
+            new_total - self.off_backward, new_total + self.off_forward, self.T
         ):
             self._write_leaves(first_leaf + lo * B, first_leaf + hi * B, 0.0)
             changed.append((lo, hi))
@@ -239,30 +250,9 @@ class SumTree:
         """Nodes ``[lo, hi)`` of the leaf level set to ``values`` (a number or host array)."""
         self._nodes[lo:hi] = values
 
-    def _ring_ranges(self, start: int, stop: int) -> list[tuple[int, int]]:
-        """Absolute rows ``[start, stop)`` (at most ``T`` of them) as row ranges of the ring."""
-        n = stop - start
-        if n <= 0:
-            return []
-        lo = start % self.T
-        if lo + n <= self.T:
-            return [(lo, lo + n)]
-        return [(lo, self.T), (0, lo + n - self.T)]
-
     def _propagate_range(self, lo: int, hi: int) -> None:
         """Recompute the ancestors of the contiguous nodes ``[lo, hi)`` of the leaf level."""
-        nodes = self._nodes
-        while lo > 1:
-            lo, hi = lo >> 1, (hi + 1) >> 1
-            nodes[lo:hi] = nodes[2 * lo : 2 * hi : 2] + nodes[2 * lo + 1 : 2 * hi : 2]
-
-    def _propagate_nodes(self, leaf_nodes: np.ndarray) -> None:
-        """Recompute the ancestors of the given leaf-level nodes (repeats are harmless)."""
-        nodes, pairs, idx = self._nodes, self._pairs, leaf_nodes
-        for _ in range(self.depth):
-            idx = idx >> 1
-            children = pairs[idx]
-            nodes[idx] = children[:, 0] + children[:, 1]
+        propagate_range(self._nodes, lo, hi)
 
     def update_batch_priorities(self, priorities: npt.ArrayLike) -> None:
         """Set the leaves returned by the last :meth:`sample` to ``priorities`` (as given).
@@ -284,7 +274,7 @@ class SumTree:
         unique_leaves, first = np.unique(leaves[::-1], return_index=True)
         leaf_nodes = unique_leaves + self.n_leaves
         self._nodes[leaf_nodes] = values[::-1][first]
-        self._propagate_nodes(leaf_nodes)
+        propagate_nodes(self._nodes, self._pairs, leaf_nodes)
 
     # --- sampling ------------------------------------------------------------------------
 
@@ -306,89 +296,17 @@ class SumTree:
                 "off_backward + off_forward rows first)"
             )
         if unique:
-            leaves = self._sample_unique(n, total)
+            if n > self.size:
+                raise ValueError(f"cannot draw {n} unique samples from a tree of {self.size} slots")
+            leaves = sample_unique(self._pairs, self.rng, n, total)
         else:
-            leaves = self._descend(self._uniforms(n, total))
+            leaves = self._descend(uniforms(self.rng, n, total))
         self._sampled_leaves = leaves
         return leaves // self.B, leaves % self.B, self._nodes[leaves + self.n_leaves]
 
-    def _uniforms(self, n: int, total: float) -> np.ndarray:
-        values = self.rng.random(n)
-        values *= total
-        # Rounding of random() * total could reach total itself; stay strictly below it.
-        np.minimum(values, np.nextafter(total, 0.0), out=values)
-        return values
-
-    def _descend(self, values: np.ndarray, overlay: list | None = None) -> np.ndarray:
-        """Leaves (0-based) where the cumulative priority reaches each of ``values``.
-
-        At each node the walk goes right when the value is at least the left sum and the
-        right sum is positive, so it never enters an all-zero subtree: the leaf reached has a
-        positive priority even where rounding left the value above the remaining sum.
-        ``overlay`` (from :meth:`_overlay`) replaces some node values by private ones.
-        """
-        pairs = self._pairs
-        idx = np.ones(values.shape, np.int64)
-        for level in range(1, self.depth + 1):
-            children = pairs[idx]
-            if overlay is not None:
-                keys, replacements = overlay[level]
-                for side in (0, 1):
-                    nodes = 2 * idx + side
-                    pos = np.minimum(np.searchsorted(keys, nodes), len(keys) - 1)
-                    hit = keys[pos] == nodes
-                    children[hit, side] = replacements[pos[hit]]
-            left = children[:, 0]
-            go_right = (values >= left) & (children[:, 1] > 0)
-            values -= left * go_right
-            idx = 2 * idx + go_right
-        return idx - self.n_leaves
-
-    def _overlay(self, zeroed_leaves: np.ndarray) -> list:
-        """Per level, sorted node ids and their values as if ``zeroed_leaves`` were 0.
-
-        The values are recomputed from children exactly as the tree would be, without
-        writing to it, so concurrent readers of a shared tree are not disturbed.
-        """
-        keys = np.unique(zeroed_leaves + self.n_leaves)
-        overlay: list = [None] * (self.depth + 1)
-        overlay[self.depth] = (keys, np.zeros(len(keys)))
-        for level in range(self.depth, 0, -1):
-            child_keys, child_values = overlay[level]
-            parents = np.unique(child_keys >> 1)
-            children = self._pairs[parents]
-            for side in (0, 1):
-                nodes = 2 * parents + side
-                pos = np.minimum(np.searchsorted(child_keys, nodes), len(child_keys) - 1)
-                hit = child_keys[pos] == nodes
-                children[hit, side] = child_values[pos[hit]]
-            overlay[level - 1] = (parents, children[:, 0] + children[:, 1])
-        return overlay
-
-    def _sample_unique(self, n: int, total: float) -> np.ndarray:
-        if n > self.size:
-            raise ValueError(f"cannot draw {n} unique samples from a tree of {self.size} slots")
-        chosen = np.empty(0, np.int64)
-        overlay = None
-        remaining = total
-        while len(chosen) < n:
-            if not remaining > 0:
-                raise ValueError(
-                    f"cannot draw {n} unique samples: only {len(chosen)} slots have a "
-                    "nonzero priority"
-                )
-            missing = n - len(chosen)
-            # Draws with replacement; keeping new leaves in order of first appearance is
-            # the same as drawing one at a time without replacement.  Extra draws make
-            # a second round rarer.
-            draws = self._descend(self._uniforms(2 * missing, remaining), overlay)
-            new, first = np.unique(draws, return_index=True)
-            new = new[np.argsort(first, kind="stable")[:missing]]
-            chosen = np.concatenate([chosen, new])
-            if len(chosen) < n:
-                overlay = self._overlay(chosen)
-                remaining = overlay[0][1][0]
-        return chosen
+    def _descend(self, values: np.ndarray) -> np.ndarray:
+        """Leaves (0-based) where the cumulative priority reaches each of ``values``."""
+        return descend(self._pairs, values)
 
     # --- checkpoints ---------------------------------------------------------------------
 

@@ -33,7 +33,7 @@ class ReplayBuffer(BaseNStepReturnBuffer):
 
     def extract_observation(self, T_idxs: np.ndarray, B_idxs: np.ndarray) -> np.ndarray:
         """Observations at ``[T_idxs, B_idxs]`` (re-assembled from frames in frame buffers)."""
-        return self._observation_at(T_idxs, B_idxs)
+        return self.storage.observation_at(T_idxs, B_idxs)
 
     def extract_batch(self, T_idxs: np.ndarray, B_idxs: np.ndarray) -> Any:
         """Training data at ``[T_idxs, B_idxs]``, with the targets ``n_step_return`` later.
@@ -48,12 +48,12 @@ class ReplayBuffer(BaseNStepReturnBuffer):
         done_n = self.samples_done_n[T_idxs, B_idxs]
         observation, target_observation = self._observation_pair(T_idxs, B_idxs, done_n)
         fields = dict(
-            agent_inputs=self._agent_inputs(T_idxs, B_idxs, observation),
+            agent_inputs=self.storage.agent_inputs(T_idxs, B_idxs, observation),
             action=s.action[T_idxs, B_idxs],
             return_=self.samples_return_[T_idxs, B_idxs],
             done=s.done[T_idxs, B_idxs],
             done_n=done_n,
-            target_inputs=self._agent_inputs(target_T, B_idxs, target_observation),
+            target_inputs=self.storage.agent_inputs(target_T, B_idxs, target_observation),
         )
         if self.time_limit:
             fields.update(
@@ -100,22 +100,22 @@ class ReplayBuffer(BaseNStepReturnBuffer):
         the n steps means the target must zero frames the observation keeps."""
         n = self.n_step_return
         if not self.frame_based:
-            return self._observation_at(T_idxs, B_idxs), self._observation_at(
+            return self.storage.observation_at(T_idxs, B_idxs), self.storage.observation_at(
                 (T_idxs + n) % self.T, B_idxs
             )
         nf = self.n_frames
-        window = self._frames(T_idxs[:, None] + np.arange(1 - nf, 1 + n), B_idxs[:, None])
+        window = self.storage.frames(T_idxs[:, None] + np.arange(1 - nf, 1 + n), B_idxs[:, None])
         observation, target = window[:, :nf], window[:, n:]
-        self._zero_before_resets(observation, T_idxs, B_idxs)
+        self.storage.zero_before_resets(observation, T_idxs, B_idxs)
         if done_n.any():
             target = target.copy()
-            self._zero_before_resets(target, (T_idxs + n) % self.T, B_idxs)
+            self.storage.zero_before_resets(target, (T_idxs + n) % self.T, B_idxs)
         return observation, target
 
     def sample_idxs(self, batch_B: int) -> tuple[np.ndarray, np.ndarray]:
         """Uniformly random valid ``(T_idxs, B_idxs)``: never near the cursor, never unwritten."""
         with self._reading():
-            return self._sample_starts(batch_B, self.n_step_return)
+            return self.starts.draw(batch_B, self.n_step_return)
 
     def sample_batch(self, batch_B: int, batch_T: int | None = None) -> Any:
         """``batch_B`` transitions, uniformly or by priority (then with importance weights)."""
@@ -143,5 +143,5 @@ class ReplayBuffer(BaseNStepReturnBuffer):
             )
         n_batches = as_count("n_batches", n_batches, 1, expected="a positive integer")
         with self._reading():
-            T_idxs, B_idxs = self._sample_starts(batch_B, self.n_step_return, 1, n_batches)
+            T_idxs, B_idxs = self.starts.draw(batch_B, self.n_step_return, 1, n_batches)
             return self.extract_batch(T_idxs, B_idxs)

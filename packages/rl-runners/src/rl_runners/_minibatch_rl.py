@@ -11,17 +11,18 @@ import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, cast
 
-import psutil
 import torch
 
+from ._arguments import check_affinity, check_parts, check_seed, run_length, sampler_batch_size
 from ._checkpointer import CHECKPOINT_FORMAT, Checkpointer
-from ._evaluator import EvalAgent, EvalSampler, Evaluator
+from ._evaluator import EvalSampler, Evaluator
 from ._group import Group, SingleProcess
 from ._guard import FiniteGuard
 from ._logger import logger
 from ._modes import AgentModes
+from ._process import default_torch_threads, set_master_affinity
 from ._progress import Progress, TrajStats, TrajWindow
-from ._protocols import AgentProtocol, AlgoProtocol, SamplerProtocol, missing_methods
+from ._protocols import AgentProtocol, AlgoProtocol, SamplerProtocol
 from ._seed import make_seed, seed_after, set_seed
 from ._stop_signals import StopRequest, stop_requested_by_signals
 from ._values import positive_int, traj_record
@@ -32,61 +33,7 @@ __all__ = [
     "MinibatchRlBase",
     "MinibatchRlEval",
     "mid_batch_reset",
-    "set_master_affinity",
 ]
-
-
-def set_master_affinity(affinity: Mapping[str, Any]) -> Callable[[], None]:
-    """This process's CPUs (``master_cpus``) and torch threads (``master_torch_threads``);
-    returns what puts back the ones it had (a runner does at shutdown, so that a process
-    that trains, a notebook or a test, is not left pinned)."""
-    process = psutil.Process()
-    cpus = affinity.get("master_cpus")
-    threads_before = torch.get_num_threads()
-    try:
-        cpus_before: list[int] | None = process.cpu_affinity()
-    except AttributeError:  # macOS has no CPU affinity
-        cpus_before = None
-    try:
-        if cpus is not None and affinity.get("set_affinity", True):
-            process.cpu_affinity(list(cpus))
-        cpu_affinity: list[int] | str = process.cpu_affinity()
-    except AttributeError:  # macOS has no CPU affinity
-        cpu_affinity = "unavailable"
-    logger.debug(f"Runner master CPU affinity: {cpu_affinity}.")
-    threads = affinity.get("master_torch_threads")
-    if threads is not None:
-        torch.set_num_threads(int(threads))
-    logger.debug(f"Runner master Torch threads: {torch.get_num_threads()}.")
-
-    def restore() -> None:
-        if cpus_before is not None:
-            process.cpu_affinity(cpus_before)
-        torch.set_num_threads(threads_before)
-
-    return restore
-
-
-# Below this many parameters a model trains fastest on one torch thread: a second costs more
-# in hand-over than it takes off the work (benchmarks/threads.py measures it).
-SMALL_MODEL_PARAMETERS = 1_000_000
-
-
-def default_torch_threads(agent: Any, sampler: object) -> int:
-    """Torch threads for a process whose affinity names none: one for a small model or one
-    on a GPU; else the CPUs this process may run on that the sampler's worker processes (one
-    core each) leave, at least one. Torch's own default, every core, oversubscribes the
-    machine as soon as workers run beside it."""
-    device = getattr(agent, "device", None)
-    if device is not None and torch.device(device).type != "cpu":
-        return 1
-    if sum(p.numel() for p in agent.parameters()) < SMALL_MODEL_PARAMETERS:
-        return 1
-    try:
-        cpus = len(psutil.Process().cpu_affinity())
-    except AttributeError:  # macOS has no CPU affinity
-        cpus = os.cpu_count() or 1
-    return max(1, cpus - len(getattr(sampler, "workers", ())))
 
 
 def mid_batch_reset(sampler: object) -> bool:
@@ -135,46 +82,25 @@ class MinibatchRl:
         self.checkpointer.check_algo(algo)
         self.checkpoint_replay = self.checkpointer.replay
         self.evaluator = evaluator
-        extra: dict[str, tuple[type, ...]] = {}
-        if evaluator is not None:  # (what the evaluator calls, too)
-            extra = {"agent": (EvalAgent,), "sampler": (EvalSampler,)}
-        parts = (("algo", algo), ("agent", agent), ("sampler", sampler))
-        for (role, obj), protocol in zip(parts, self._protocols, strict=True):
-            missing = missing_methods(protocol, obj, extra.get(role, ()))
-            if missing:
-                raise TypeError(
-                    f"{role} ({type(obj).__name__}) lacks {', '.join(missing)}; see "
-                    f"rl_runners.{protocol.__name__}"
-                )
+        check_parts(self._protocols, algo, agent, sampler, evaluating=evaluator is not None)
         if n_steps is None and self._n_steps_optional:
             self.n_steps: int | None = None
         else:
             self.n_steps = positive_int("n_steps", n_steps)
         self.log_interval_steps = positive_int("log_interval_steps", log_interval_steps)
         self.log_traj_window = positive_int("log_traj_window", log_traj_window)
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
-            raise ValueError(f"seed must be None or a non-negative int, got {seed!r}")
-        if affinity is not None and not isinstance(affinity, Mapping):
-            raise TypeError(f"affinity must be a dict or None, got {type(affinity).__name__}")
-        batch_size = getattr(sampler.batch_spec, "size", None)
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(
-                f"sampler.batch_spec.size must be a positive int (batch_T * batch_B), "
-                f"got {batch_size!r}"
-            )
+        check_seed(seed)
+        check_affinity(affinity)
+        batch_size = sampler_batch_size(sampler)
         self.algo, self.agent, self.sampler = algo, agent, sampler
         self.modes = AgentModes(agent)  # (the runner's one owner of the agent's mode)
         self.seed = seed
         self.affinity = dict(affinity or {})
         self.group = group or SingleProcess()
         self.itr_batch_size = batch_size * self.world_size
-        if self.n_steps is not None and self.n_steps < self.itr_batch_size:
-            raise ValueError(
-                f"n_steps={self.n_steps} is less than one sampler batch "
-                f"(batch_T * batch_B = {self.itr_batch_size}): not one iteration would run"
-            )
-        self.log_interval_itrs = max(self.log_interval_steps // self.itr_batch_size, 1)
-        self.n_itr = 0 if self.n_steps is None else self._rounded_n_itr()
+        self.log_interval_itrs, self.n_itr = run_length(
+            self.n_steps, self.itr_batch_size, self.log_interval_steps
+        )
         self.progress: Progress | None = None  # (made at startup)
         self._restore_affinity: Callable[[], None] | None = None  # (set at startup)
         self.stop_reached = False  # an evaluation reached the evaluator's stop_return
@@ -189,13 +115,6 @@ class MinibatchRl:
     @property
     def world_size(self) -> int:
         return self.group.world_size
-
-    def _rounded_n_itr(self) -> int:
-        assert self.n_steps is not None
-        n_itr = self.n_steps // self.itr_batch_size
-        if n_itr % self.log_interval_itrs:  # run on to the next log iteration
-            n_itr += self.log_interval_itrs - n_itr % self.log_interval_itrs
-        return n_itr
 
     # ----------------------------------------------------------- startup
     def get_n_itr(self) -> int:

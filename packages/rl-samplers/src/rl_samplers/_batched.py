@@ -1,20 +1,13 @@
-"""A sampler for one vectorised environment: all ``batch_B`` envs advance in one call per
-step, and no Python runs per env or per finished episode.
-
-``make_env(num_envs)`` returns a gymnasium ``VectorEnv`` (numpy, batch on the CPU) whose
-autoreset mode is ``SAME_STEP`` or ``DISABLED`` (``NEXT_STEP`` would record a fake
-transition after each done, and is refused), or a ``BatchEnv`` (torch tensors, batch and
-agent outputs on its device, nothing read on the host per step).  A ``BatchEnv`` may add a
-privileged observation for the critic (``ActorCriticObservation``), per-step values its
-trajectory infos sum (``traj_info_fields``, e.g. Atari's raw game score) and the ends of
-trajectories that outlast an episode (``TRAJ_DONE``, e.g. Atari's episodic lives).  The
-README ("BatchedSampler and BatchEnv") has the details.
+"""A sampler for one vectorised environment (a ``BatchEnv``, or a gymnasium ``VectorEnv``
+it adapts: ``_batch_env``): all ``batch_B`` envs advance in one call per step, and no Python
+runs per env or per finished episode.  The README ("BatchedSampler and BatchEnv") has the
+details.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, overload
+from typing import Any, overload
 
 import numpy as np
 import torch
@@ -34,13 +27,25 @@ from rl_arrays import (
 
 from ._agent import SamplerAgent
 from ._base import BaseSampler
-from ._gym import GymSpaceWrapper
-from ._spaces import Composite, Space, stack_values
+from ._batch_env import (
+    CRITIC_OBSERVATION,
+    TRAJ_DONE,
+    ActorCriticObservation,
+    BatchEnv,
+    GymVectorAdapter,
+    as_batch_env,
+    buffer_to_cpu,
+    env_extra,
+    env_reset,
+    env_step,
+    observation_space_of,
+    traj_info_fields_of,
+)
+from ._spaces import Space, stack_values
 from ._traj_info import TrajInfo
 
-if TYPE_CHECKING:
-    from gymnasium.vector import VectorEnv
-
+# BatchEnv and its extras keys live in _batch_env; they are exported from here as well, where
+# the package's __init__ and the env modules (_torch_envs, _rsl_rl, _ale_vector) import them.
 __all__ = [
     "CRITIC_OBSERVATION",
     "TRAJ_DONE",
@@ -52,146 +57,6 @@ __all__ = [
 
 # The env_info of every step: only the time-limit flag (so algorithms can bootstrap).
 EnvInfo = namedarraytuple("EnvInfo", ["timeout"])
-
-ActorCriticObservation = namedarraytuple("ActorCriticObservation", ["actor", "critic"])
-ActorCriticObservation.__doc__ = (
-    "An observation in two parts: ``actor``, what the policy sees, and ``critic``, what the "
-    "value function sees (privileged information, e.g. the full state), each [..., shape]."
-)
-
-CRITIC_OBSERVATION = "critic_observation"  # the extras key of the privileged observation
-TRAJ_DONE = "traj_done"  # the extras key of where a trajectory record ends (else: every done)
-
-
-class BatchEnv:
-    """``num_envs`` environments stepped together as torch tensors on ``device``.
-
-    Subclasses set ``num_envs``, ``device``, ``observation_space`` and ``action_space``
-    (per-env spaces of ours) and implement ``reset() -> observation`` and ``step(action) ->
-    (observation, reward, terminated, truncated)``, each ``[B, ...]`` on ``device``.  A done
-    env resets inside ``step`` (the observation returned is its next episode's first);
-    ``seed(seed)`` applies at the next ``reset``.  With ``critic_observation_space`` set,
-    ``reset`` returns ``(observation, extras)`` and ``step`` a fifth element, ``extras``,
-    with ``extras["critic_observation"]`` of the same state (README: privileged observations).
-
-    Trajectory infos: ``step``'s extras may hold ``extras["traj_done"]`` (bool ``[B]``), where
-    a trajectory record ends (a life loss is done, the game goes on: its record too); each
-    name in ``traj_info_fields`` is a per-step value ``[B]`` in the extras that the records
-    sum into a field of that name (``AleVectorEnv``: the raw game score, ``GameScore``).
-    """
-
-    num_envs: int
-    device: torch.device
-    observation_space: Space
-    action_space: Space
-    critic_observation_space: Space | None = None
-    traj_info_fields: tuple[str, ...] = ()
-
-    def reset(self) -> Any:
-        raise NotImplementedError
-
-    def step(self, action: Any) -> tuple[Any, ...]:
-        raise NotImplementedError
-
-    def seed(self, seed: int | None) -> None:
-        raise NotImplementedError
-
-    @property
-    def spaces(self) -> EnvSpaces:
-        """The per-env spaces; with a critic observation, ``observation`` is the
-        ``Composite`` of the actor's and the critic's spaces (``ActorCriticObservation``)."""
-        return EnvSpaces(observation=_observation_space(self), action=self.action_space)
-
-    def close(self) -> None:
-        """Release the environment's resources."""
-
-
-def _observation_space(env: BatchEnv | _GymVectorAdapter) -> Space:
-    """What the sampler records as the observation of ``env``: its observation space, or
-    with a critic observation space the ``Composite`` of both (``ActorCriticObservation``)."""
-    critic = getattr(env, "critic_observation_space", None)
-    if critic is None:
-        return env.observation_space
-    return Composite([env.observation_space, critic], ActorCriticObservation)
-
-
-def _with_critic(
-    env: BatchEnv | _GymVectorAdapter, observation: Any, extras: object, call: str
-) -> Any:
-    """``observation``, or ``ActorCriticObservation(observation, critic observation)`` when
-    ``env`` has a critic observation space (the privileged part taken from ``extras``)."""
-    if getattr(env, "critic_observation_space", None) is None:
-        return observation
-    critic = extras.get(CRITIC_OBSERVATION) if isinstance(extras, dict) else None
-    if critic is None:
-        raise ValueError(
-            f"{type(env).__name__} has a critic_observation_space, so {call} must return "
-            f"extras (a dict) with the key {CRITIC_OBSERVATION!r}; got "
-            f"{'extras ' + repr(sorted(extras)) if isinstance(extras, dict) else 'no extras'}"
-        )
-    return ActorCriticObservation(actor=observation, critic=critic)
-
-
-def _env_reset(env: BatchEnv | _GymVectorAdapter) -> Any:
-    """``env.reset()``'s observation (as the sampler records it; see ``BatchEnv``)."""
-    result = env.reset()
-    if isinstance(result, tuple) and not is_namedarraytuple(result):
-        if len(result) != 2:
-            raise ValueError(
-                f"{type(env).__name__}.reset() returned a tuple of {len(result)}; expected the "
-                "observation or (observation, extras)"
-            )
-        return _with_critic(env, result[0], result[1], "reset()")
-    return _with_critic(env, result, None, "reset()")
-
-
-def _env_step(
-    env: BatchEnv | _GymVectorAdapter, action: Any
-) -> tuple[Any, torch.Tensor, torch.Tensor, torch.Tensor, Any]:
-    """``env.step(action)`` as ``(observation, reward, terminated, truncated, extras)``, the
-    observation as the sampler records it (see ``BatchEnv``), extras None if none."""
-    result = env.step(action)
-    if len(result) == 4:
-        observation, reward, terminated, truncated = result
-        extras = None
-    elif len(result) == 5:
-        observation, reward, terminated, truncated, extras = result
-    else:
-        raise ValueError(
-            f"{type(env).__name__}.step() returned {len(result)} values; expected "
-            "(observation, reward, terminated, truncated[, extras])"
-        )
-    observation = _with_critic(env, observation, extras, "step()")
-    return observation, reward, terminated, truncated, extras
-
-
-def _traj_info_fields(env: BatchEnv | _GymVectorAdapter) -> tuple[str, ...]:
-    """``env.traj_info_fields``, checked: public names that ``TrajInfo`` does not have."""
-    fields = tuple(getattr(env, "traj_info_fields", ()))
-    reserved = set(TrajInfo())
-    for name in fields:
-        if (
-            not (isinstance(name, str) and name.isidentifier())
-            or name in reserved
-            or name[0] == "_"
-        ):
-            raise ValueError(
-                f"{type(env).__name__}.traj_info_fields: {name!r} is not a field name a "
-                f"trajectory info can take (an identifier, not _-prefixed, none of "
-                f"{', '.join(sorted(reserved))})"
-            )
-    return fields
-
-
-def _extra(env: BatchEnv | _GymVectorAdapter, extras: Any, key: str) -> Any:
-    """``extras[key]``, or an error that names the env and the key it did not return."""
-    if not isinstance(extras, dict) or key not in extras:
-        raise ValueError(
-            f"{type(env).__name__} lists {key!r} in traj_info_fields, so step() must return "
-            f"extras (a dict) with that key; got "
-            f"{'extras ' + repr(sorted(extras)) if isinstance(extras, dict) else 'no extras'}"
-        )
-    return extras[key]
 
 
 def _map2(func: Callable[[Any, Any], Any], a: Any, b: Any) -> Any:
@@ -222,94 +87,6 @@ def _torch_zeros(example: Any, lead: tuple[int, ...], device: torch.device) -> A
     example = np.asarray(example)
     dtype = torch.from_numpy(np.zeros((), example.dtype)).dtype
     return torch.zeros(lead + example.shape, dtype=dtype, device=device)
-
-
-class _GymVectorAdapter:
-    """A gymnasium ``VectorEnv`` seen as a ``BatchEnv`` on the CPU (torch views of numpy)."""
-
-    device = torch.device("cpu")
-
-    def __init__(self, env: VectorEnv):
-        from gymnasium.vector import AutoresetMode
-
-        mode = env.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
-        if mode not in (AutoresetMode.SAME_STEP, AutoresetMode.DISABLED):
-            raise ValueError(
-                f"BatchedSampler: make_env returned a VectorEnv with autoreset_mode={mode}; "
-                "use AutoresetMode.SAME_STEP or DISABLED, e.g. gymnasium.make_vec(..., "
-                'vector_kwargs={"autoreset_mode": gymnasium.vector.AutoresetMode.SAME_STEP})'
-            )
-        self.env, self.num_envs, self.same_step = env, env.num_envs, mode == AutoresetMode.SAME_STEP
-        self.observation_space = GymSpaceWrapper(env.single_observation_space, name="obs")
-        self.action_space = GymSpaceWrapper(env.single_action_space, name="act")
-        self._seeds: list[int] | None = None
-
-    def seed(self, seeds: list[int] | None) -> None:
-        self._seeds = seeds
-
-    def reset(self) -> Any:
-        # (Sync/AsyncVectorEnv take a seed per env; the base VectorEnv.reset says int only.)
-        observation, _ = self.env.reset(seed=self._seeds)  # type: ignore[arg-type]  # seed list ok
-        self._seeds = None  # later episodes continue each env's random stream
-        return torchify_buffer(self.observation_space.convert(observation))
-
-    def step(self, action: Any) -> tuple[Any, torch.Tensor, torch.Tensor, torch.Tensor]:
-        action = _gym_batch(self.action_space, numpify_buffer(_buffer_to_cpu(action)))
-        observation, reward, terminated, truncated, _ = self.env.step(action)
-        if not self.same_step and np.any(terminated | truncated):
-            fresh, _ = self.env.reset(options={"reset_mask": terminated | truncated})
-            observation = _np_where(terminated | truncated, fresh, observation)
-        return (
-            torchify_buffer(self.observation_space.convert(observation)),
-            torch.from_numpy(np.asarray(reward, np.float32)),
-            torch.from_numpy(np.asarray(terminated, bool)),
-            torch.from_numpy(np.asarray(truncated, bool)),
-        )
-
-    def close(self) -> None:
-        self.env.close()
-
-
-def _buffer_to_cpu(buffer: Any) -> Any:
-    if buffer is None:
-        return None
-    if is_namedarraytuple(buffer):
-        return type(buffer)(*(_buffer_to_cpu(x) for x in buffer))
-    return buffer.cpu() if isinstance(buffer, torch.Tensor) else buffer
-
-
-def _gym_batch(space: GymSpaceWrapper, value: Any) -> Any:
-    """A batch of our actions as the vector env expects (dicts/tuples of gym-dtype arrays)."""
-    if not space._children:
-        return np.asarray(value, dtype=space.gym_space.dtype)
-    parts = [_gym_batch(c, v) for c, v in zip(space._children, value, strict=True)]
-    return dict(zip(space._keys, parts, strict=True)) if space._keys is not None else tuple(parts)
-
-
-def _np_where(mask: np.ndarray, a: Any, b: Any) -> Any:
-    if isinstance(a, dict):
-        return {k: _np_where(mask, a[k], b[k]) for k in a}
-    if isinstance(a, tuple):
-        return tuple(_np_where(mask, x, y) for x, y in zip(a, b, strict=True))
-    return np.where(mask.reshape(-1, *([1] * (np.ndim(a) - 1))), a, b)
-
-
-def _as_batch_env(made: object, num_envs: int) -> BatchEnv | _GymVectorAdapter:
-    import gymnasium
-
-    env: BatchEnv | _GymVectorAdapter
-    if isinstance(made, gymnasium.vector.VectorEnv):
-        env = _GymVectorAdapter(made)
-    elif isinstance(made, BatchEnv):
-        env = made
-    else:
-        raise TypeError(
-            f"BatchedSampler: make_env({num_envs}) must return a gymnasium VectorEnv or a "
-            f"BatchEnv, got {type(made).__name__}"
-        )
-    if env.num_envs != num_envs:
-        raise ValueError(f"BatchedSampler: make_env({num_envs}) made {env.num_envs} envs")
-    return env
 
 
 class BatchedSampler(BaseSampler):
@@ -368,10 +145,10 @@ class BatchedSampler(BaseSampler):
         B = self.batch_spec.B
         for key, value in (traj_info_kwargs or {}).items():
             setattr(self.TrajInfoCls, "_" + key, value)
-        self.env = _as_batch_env(self.make_env(B), B)
+        self.env = as_batch_env(self.make_env(B), B)
         self.device = normalize_device(self.env.device)
-        self._observation_space = _observation_space(self.env)
-        self._sum_fields = _traj_info_fields(self.env)
+        self._observation_space = observation_space_of(self.env)
+        self._sum_fields = traj_info_fields_of(self.env)
         agent.initialize(
             self.env_spaces,
             share_memory=False,
@@ -385,7 +162,7 @@ class BatchedSampler(BaseSampler):
         examples = self._batch_examples(agent)
         self._allocate(examples, bootstrap_value)
         env_seeds = self._env_seeds(seed, rank, B)
-        if isinstance(self.env, _GymVectorAdapter):
+        if isinstance(self.env, GymVectorAdapter):
             self.env.seed(env_seeds)
         else:
             self.env.seed(int(self._seeds(seed, rank).generate_state(1)[0]))
@@ -419,15 +196,15 @@ class BatchedSampler(BaseSampler):
     def _batch_examples(self, agent: SamplerAgent) -> dict[str, Any]:
         """One real step of a one-env copy and of ``agent``: every field's shape and dtype
         (a copy, so the run's env keeps the stream its seeds give it)."""
-        env = _as_batch_env(self.make_env(1), 1)
+        env = as_batch_env(self.make_env(1), 1)
         try:
-            _env_reset(env)
+            env_reset(env)
             null = self.action_space.null_value()
             action = _map2(lambda x, _: torch.as_tensor(x, device=env.device)[None], null, null)
-            observation, reward, _, _, extras = _env_step(env, action)
+            observation, reward, _, _, extras = env_step(env, action)
             self._check_critic_shape(observation)
             for name in self._sum_fields:  # (refused now, not at the first batch)
-                _extra(env, extras, name)
+                env_extra(env, extras, name)
             agent.reset()
             with torch.no_grad():
                 agent_step = agent.step(observation, action, reward)
@@ -435,7 +212,7 @@ class BatchedSampler(BaseSampler):
             env.close()
 
         def first(buf: Any) -> Any:  # env 0 of the one-env batch, as numpy
-            return None if buf is None else numpify_buffer(_buffer_to_cpu(buf[0]))
+            return None if buf is None else numpify_buffer(buffer_to_cpu(buf[0]))
 
         agent_info = agent_step.agent_info
         if isinstance(agent_info, tuple) and not agent_info:
@@ -481,7 +258,7 @@ class BatchedSampler(BaseSampler):
     def _start(self, rng: np.random.Generator) -> None:
         """Reset every env, then take the decorrelation steps (their episodes not reported)."""
         B = self.batch_spec.B
-        self.observation = _env_reset(self.env)
+        self.observation = env_reset(self.env)
         self._null_actions = _map2(
             lambda x, _: x.to(self.device).expand(B, *x.shape).contiguous(),
             self.null_action,
@@ -506,7 +283,7 @@ class BatchedSampler(BaseSampler):
     def _step(self, action: Any) -> tuple[torch.Tensor, ...]:
         """Step every env with ``action``; update the agent inputs and trajectory statistics.
         Returns ``(reward, done, timeout, traj_done)``."""
-        observation, reward, terminated, truncated, extras = _env_step(self.env, action)
+        observation, reward, terminated, truncated, extras = env_step(self.env, action)
         reward = reward.to(torch.float32)
         done, timeout = terminated | truncated, truncated & ~terminated
         traj_done = done
@@ -517,7 +294,7 @@ class BatchedSampler(BaseSampler):
         self._stats[:, 2] += reward != 0
         self._stats[:, 3] += self._discount * reward
         for column, name in enumerate(self._sum_fields, start=4):
-            self._stats[:, column] += _extra(self.env, extras, name)
+            self._stats[:, column] += env_extra(self.env, extras, name)
         self._discount *= self.TrajInfoCls._discount
         self.observation = observation
         self.prev_action = _where(done, self._null_actions, action)
