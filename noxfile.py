@@ -357,12 +357,15 @@ def _undeclared_imports() -> list[str]:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """Ruff, the import-boundary contracts, imports checked against declared dependencies, and
-    mypy over every src tree (configured in pyproject.toml; it needs the packages' dependencies,
-    so the umbrella package is installed with them)."""
+    """Ruff, the import-boundary contracts, imports checked against declared dependencies, the
+    code's shape (tools/code_shape.py: inheritance depth, class and file lengths, import
+    circles, private names across modules), and mypy over every src tree (configured in
+    pyproject.toml; it needs the packages' dependencies, so the umbrella package is installed
+    with them)."""
     problems = _undeclared_imports()
     if problems:
         session.error("undeclared imports:\n" + "\n".join(problems))
+    session.run(sys.executable, str(ROOT / "tools" / "code_shape.py"), "--check", external=True)
     _install(session, "rl-suite[plot]", *LINT_TOOLS)
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
