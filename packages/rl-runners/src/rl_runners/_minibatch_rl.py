@@ -98,9 +98,9 @@ class MinibatchRl:
         self.affinity = dict(affinity or {})
         self.group = group or SingleProcess()
         self.itr_batch_size = batch_size * self.world_size
-        self.log_interval_itrs, self.n_itr = run_length(
-            self.n_steps, self.itr_batch_size, self.log_interval_steps
-        )
+        lengths = run_length(self.n_steps, self.itr_batch_size, self.log_interval_steps)
+        self.log_interval_itrs: int = lengths[0]  # (each its own statement: a public attribute)
+        self.n_itr: int = lengths[1]
         self.progress: Progress | None = None  # (made at startup)
         self._restore_affinity: Callable[[], None] | None = None  # (set at startup)
         self.stop_reached = False  # an evaluation reached the evaluator's stop_return
