@@ -200,6 +200,11 @@ class BaseNStepReturnBuffer(BaseReplayBuffer):
         return self.storage.samples_frames
 
     @property
+    def samples_new_frames(self) -> Any:
+        """A frame buffer's newest frame of each step: ``samples_frames[n_frames - 1:]``."""
+        return self.storage.samples_new_frames
+
+    @property
     def t(self) -> int:
         """The next time slot to be written."""
         return self.storage.t
