@@ -127,7 +127,11 @@ def _project(dist: str) -> dict:
 
 def _requirements(dist: str, extras: set[str] | None = None) -> list[Requirement]:
     """The requirements of `dist` with the given extras (all of its extras when None)."""
-    project = _project(dist)
+    return _requirements_of(_project(dist), extras)
+
+
+def _requirements_of(project: dict, extras: set[str] | None = None) -> list[Requirement]:
+    """The requirements a [project] table declares, with `extras` (all when None)."""
     optional = project.get("optional-dependencies", {})
     chosen = optional if extras is None else {e: optional[e] for e in extras}
     reqs = project.get("dependencies", []) + [r for rs in chosen.values() for r in rs]
@@ -482,7 +486,10 @@ def _release_commit(dist: str, version: str) -> str:
 
 def _lowest_releases(dist: str) -> dict[str, tuple[str, str]]:
     """For each sibling that installing `dist` brings, the lowest release that every range on
-    it in that closure allows: `{sibling: (version, commit)}`."""
+    it in that closure allows and that installs beside the others: `{sibling: (version,
+    commit)}`. A release whose own ranges exclude a sibling installed with it is passed over
+    (rl-algos 0.2.0 asks for rl-replay<0.3, rl-suite for rl-replay>=0.3: rl-suite cannot have
+    both); a sibling with no such release is left out: today's code is the lowest that fits."""
     closure = _closure(dist)
     ranges: dict[str, SpecifierSet] = {}
     for member, extras in closure.items():
@@ -490,16 +497,52 @@ def _lowest_releases(dist: str) -> dict[str, tuple[str, str]]:
             name = canonicalize_name(requirement.name)
             if _is_sibling(name):
                 ranges[name] = ranges.get(name, SpecifierSet()) & requirement.specifier
+    installed: dict[str, Version] = {}  # the version each sibling is installed at
     lowest = {}
-    for sibling, allowed in sorted(ranges.items()):
+    for sibling in _dependency_order(set(ranges)):
+        allowed = ranges[sibling]
         versions = [
             Version(p.stem.removeprefix(f"{sibling}-")) for p in RELEASES.glob(f"{sibling}-*.json")
         ]
         candidates = sorted(v for v in versions if v in allowed)
         if not candidates:
             raise ValueError(f"{dist}: no release of {sibling} satisfies {sibling}{allowed}")
-        lowest[sibling] = (str(candidates[0]), _release_commit(sibling, str(candidates[0])))
+        installed[sibling] = Version(_project(sibling)["version"])  # (unless a release fits)
+        for version in candidates:
+            commit = _release_commit(sibling, str(version))
+            needs = _requirements_of(_project_at(sibling, commit), closure.get(sibling))
+            fits = all(
+                installed[canonicalize_name(need.name)] in need.specifier
+                for need in needs
+                if canonicalize_name(need.name) in installed
+            )
+            if fits:
+                lowest[sibling], installed[sibling] = (str(version), commit), version
+                break
     return lowest
+
+
+def _dependency_order(names: set[str]) -> list[str]:
+    """`names`, each after the siblings it requires today."""
+    order: list[str] = []
+    pending = sorted(names)
+    while pending:
+        for name in pending:
+            needs = {canonicalize_name(r.name) for r in _requirements(name)}
+            if not needs & (set(pending) - {name}):
+                order.append(name)
+                pending.remove(name)
+                break
+        else:
+            raise ValueError(f"the siblings {pending} require each other")
+    return order
+
+
+def _project_at(dist: str, commit: str) -> dict:
+    """The [project] table of packages/<dist>/pyproject.toml at `commit`."""
+    show = ["git", "show", f"{commit}:packages/{dist}/pyproject.toml"]
+    text = subprocess.run(show, cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    return tomllib.loads(text)["project"]
 
 
 # What of a pyproject decides how a package behaves beside its siblings (its description,
@@ -515,12 +558,8 @@ def _changed_since(dist: str, commit: str) -> bool:
     )
     if diff.returncode != 0:
         return True
-    show = ["git", "show", f"{commit}:packages/{dist}/pyproject.toml"]
-    then = tomllib.loads(
-        subprocess.run(show, cwd=ROOT, capture_output=True, text=True, check=True).stdout
-    )
-    now = _project(dist)
-    return any(then["project"].get(key) != now.get(key) for key in BEHAVIOUR_KEYS)
+    then, now = _project_at(dist, commit), _project(dist)
+    return any(then.get(key) != now.get(key) for key in BEHAVIOUR_KEYS)
 
 
 @nox.session
